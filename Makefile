@@ -1,0 +1,38 @@
+# The two entry points (see README): `make train` and `make test`.
+PYTHON ?= python3
+BUILD_DIR ?= build
+CMAKE_ARGS ?=
+JOBS ?= $(shell nproc)
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+.PHONY: all deps build train test test-cpp test-python bench clean
+
+all: build
+
+deps:
+	@PYTHON=$(PYTHON) scripts/install_deps.sh
+
+$(BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release \
+	  -DPython_EXECUTABLE=$$(command -v $(PYTHON)) $(CMAKE_ARGS)
+
+build: deps $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+train: build
+	$(PYTHON) examples/train_digits.py
+
+test: build test-cpp test-python
+
+test-cpp:
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+test-python:
+	$(PYTHON) -m pytest -q tests/python
+
+bench: build
+	$(PYTHON) benchmarks/cpu_overhead.py
+
+clean:
+	rm -rf $(BUILD_DIR) python/kiln/*.so

@@ -1,0 +1,62 @@
+#include "autograd/node.h"
+
+#include <atomic>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+
+namespace kiln {
+
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+}
+
+Node::Node() : sequence_nr(g_next_sequence_nr++) {}
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+  input_meta.push_back({variable_.sizes(), variable_.dtype(), variable_.device()});
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor g = std::move(grads[0]);
+  AutogradMeta& meta = variable_.impl()->autograd();
+  for (auto& hook : meta.hooks) {
+    Tensor replaced = hook(g);
+    if (replaced.defined()) g = replaced;
+  }
+  if (!meta.grad.defined()) {
+    if (GradMode::is_enabled()) {
+      meta.grad = g;  // create_graph: keep the history of the gradient
+    } else if (g.impl_ptr().use_count() == 1 && g.is_contiguous() && !g.requires_grad() &&
+               !g.impl()->view_base_.defined()) {
+      meta.grad = std::move(g);  // nobody else sees this buffer: take it
+    } else {
+      meta.grad = clone(detach(g));
+    }
+  } else if (GradMode::is_enabled()) {
+    meta.grad = add(meta.grad, g);
+  } else {
+    add_(meta.grad, g);
+  }
+  for (auto& hook : meta.post_accumulate_hooks) hook(variable_);
+  return {};
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
+  AutogradMeta& meta = t.impl()->autograd();
+  if (auto existing = meta.grad_accumulator.lock()) return existing;
+  auto acc = std::make_shared<AccumulateGrad>(t);
+  meta.grad_accumulator = acc;
+  return acc;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
+  if (const auto& fn = t.grad_fn()) return {fn, t.output_nr()};
+  if (t.requires_grad()) return {grad_accumulator(t), 0};
+  return {};
+}
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// A refcounted buffer. Views share one Storage; from_numpy wraps foreign
+// memory by passing a deleter that releases the owner.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace kiln {
+
+struct StorageImpl {
+  std::shared_ptr<void> data;
+  size_t nbytes = 0;
+  Device device;
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+Storage make_storage(size_t nbytes, Device device);
+
+}  // namespace kiln

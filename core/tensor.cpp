@@ -1,0 +1,146 @@
+#include "core/tensor.h"
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace kiln {
+
+Storage make_storage(size_t nbytes, Device device) {
+  auto s = std::make_shared<StorageImpl>();
+  s->data = allocator_for(device)->allocate(nbytes, device);
+  s->nbytes = nbytes;
+  s->device = device;
+  return s;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size());
+  int64_t acc = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+int64_t shape_numel(const Shape& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype,
+                       std::shared_ptr<VersionCounter> version)
+    : storage_(std::move(storage)),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      offset_(offset),
+      dtype_(dtype),
+      version_(version ? std::move(version) : std::make_shared<VersionCounter>()) {
+  refresh_layout();
+}
+
+void TensorImpl::refresh_layout() {
+  numel_ = shape_numel(sizes_);
+  contiguous_ = true;
+  int64_t expected = 1;
+  for (size_t i = sizes_.size(); i-- > 0;) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) {
+      contiguous_ = false;
+      break;
+    }
+    expected *= sizes_[i];
+  }
+  if (numel_ == 0) contiguous_ = true;
+}
+
+AutogradMeta& TensorImpl::autograd() {
+  if (!autograd_) autograd_ = std::make_unique<AutogradMeta>();
+  return *autograd_;
+}
+
+const Shape& Tensor::sizes() const { return impl_->sizes_; }
+const Shape& Tensor::strides() const { return impl_->strides_; }
+int64_t Tensor::size(int64_t d) const { return impl_->sizes_[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides_[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes_.size()); }
+int64_t Tensor::numel() const { return impl_->numel_; }
+int64_t Tensor::storage_offset() const { return impl_->offset_; }
+DType Tensor::dtype() const { return impl_->dtype_; }
+Device Tensor::device() const { return impl_->storage_->device; }
+size_t Tensor::itemsize() const { return kiln::itemsize(impl_->dtype_); }
+bool Tensor::is_contiguous() const { return impl_->contiguous_; }
+const Storage& Tensor::storage() const { return impl_->storage_; }
+void* Tensor::data_ptr() const {
+  return static_cast<char*>(impl_->storage_->data.get()) + impl_->offset_ * itemsize();
+}
+
+bool Tensor::requires_grad() const {
+  auto& m = impl_->autograd_;
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+void Tensor::set_requires_grad(bool requires_grad) {
+  if (requires_grad) {
+    KILN_CHECK(is_floating(dtype()), Runtime,
+               "[requires_grad_] only tensors of floating point dtype can require gradients, got ",
+               dtype());
+  } else {
+    KILN_CHECK(is_leaf(), Runtime,
+               "[requires_grad_] you can only change requires_grad flags of leaf variables; use "
+               "detach() to get a tensor that does not require grad");
+  }
+  impl_->autograd().requires_grad = requires_grad;
+}
+
+bool Tensor::is_leaf() const { return !impl_->autograd_ || !impl_->autograd_->grad_fn; }
+
+Tensor Tensor::grad() const { return impl_->autograd_ ? impl_->autograd_->grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& grad) {
+  if (grad.defined()) {
+    KILN_CHECK(grad.sizes() == sizes(), Runtime, "[grad] assigned grad has shape ", grad.sizes(),
+               " but the tensor has shape ", sizes());
+    KILN_CHECK(grad.dtype() == dtype(), Runtime, "[grad] assigned grad has dtype ", grad.dtype(),
+               " but the tensor has dtype ", dtype());
+    KILN_CHECK(grad.device() == device(), Runtime, "[grad] assigned grad is on ", grad.device(),
+               " but the tensor is on ", device());
+  }
+  impl_->autograd().grad = grad;
+}
+
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<Node> none;
+  return impl_->autograd_ ? impl_->autograd_->grad_fn : none;
+}
+
+uint32_t Tensor::output_nr() const { return impl_->autograd_ ? impl_->autograd_->output_nr : 0; }
+uint32_t Tensor::version() const { return impl_->version_->version; }
+void Tensor::bump_version() const { ++impl_->version_->version; }
+
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device) {
+  for (int64_t s : sizes) {
+    KILN_CHECK(s >= 0, Runtime, "[empty] Trying to create tensor with negative dimension ", s, ": ",
+               sizes);
+  }
+  size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * kiln::itemsize(dtype);
+  return Tensor(std::make_shared<TensorImpl>(make_storage(nbytes, device), sizes,
+                                             contiguous_strides(sizes), 0, dtype));
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>(base.storage(), std::move(sizes), std::move(strides),
+                                           offset, base.dtype(), base.impl()->version_);
+  impl->view_base_ = base.impl()->view_base_.defined() ? base.impl()->view_base_ : base;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_tensor_from_storage(Storage storage, Shape sizes, Shape strides, int64_t offset,
+                                DType dtype) {
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), std::move(sizes),
+                                             std::move(strides), offset, dtype));
+}
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+// Binary elementwise ops (the table is ops/op_table.h), their in-place
+// variants, and C++ operators for embedding code.
+#pragma once
+
+#include "core/scalar.h"
+#include "core/tensor.h"
+#include "ops/op_table.h"
+
+namespace kiln {
+
+// Any binary op from the table, with broadcasting, promotion and autograd.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other);
+
+#define KILN_DECLARE_BINARY(name, kind, autocast)                  \
+  Tensor name(const Tensor& a, const Tensor& b);                   \
+  Tensor name(const Tensor& a, Scalar b);                          \
+  const Tensor& name##_(const Tensor& self, const Tensor& other);  \
+  const Tensor& name##_(const Tensor& self, Scalar other);
+KILN_BINARY_OPS(KILN_DECLARE_BINARY)
+#undef KILN_DECLARE_BINARY
+
+// a + alpha * b, a - alpha * b (PyTorch's alpha=).
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha);
+const Tensor& add_(const Tensor& self, const Tensor& other, Scalar alpha);
+const Tensor& sub_(const Tensor& self, const Tensor& other, Scalar alpha);
+// Scalar on the left: 2 - x, 1 / x, 2 ** x.
+Tensor rsub(const Tensor& a, Scalar b);
+Tensor rdiv(const Tensor& a, Scalar b);
+Tensor rpow(const Tensor& a, Scalar b);
+
+// where(cond, a, b): differentiable in a and b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// a + weight * (end - a).
+Tensor lerp(const Tensor& a, const Tensor& end, const Tensor& weight);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+inline Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+
+}  // namespace kiln

@@ -1,0 +1,96 @@
+#include "ops/copy.h"
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "ops/backend.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+// Raw copy without autograd: dst <- src.
+void copy_data(const Tensor& dst, const Tensor& src) {
+  Tensor s = src.sizes() == dst.sizes() ? src : expand(detach(src), dst.sizes());
+  if (dst.device() == s.device() || s.device().is_cpu() || dst.device().is_cpu()) {
+    // The CUDA backend's copy handles host<->device transfers as well.
+    Device d = dst.device().is_cpu() ? s.device() : dst.device();
+    backend(d).copy(dst, s);
+    return;
+  }
+  fail(ErrorKind::Runtime, "[copy_] cannot copy between ", s.device(), " and ", dst.device());
+}
+
+}  // namespace
+
+const Tensor& copy_(const Tensor& dst, const Tensor& src) {
+  broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
+  KILN_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), Runtime,
+             "[copy_] source of shape ", src.sizes(), " cannot be broadcast to destination shape ",
+             dst.sizes());
+  const bool grad = needs_grad({dst, src});
+  if (grad) check_inplace(dst, "copy_");
+  copy_data(dst, src);
+  dst.bump_version();
+  if (grad) {
+    if (src.requires_grad()) {
+      // Gradient flows to src only; the old value of dst is overwritten.
+      Tensor result = detach(dst);
+      record("copy", {src}, {result}, [](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+        return {g[0]};
+      });
+      rebase_history(dst, result, "copy_");
+    }
+  }
+  return dst;
+}
+
+Tensor to_dtype(const Tensor& t, DType dtype, bool copy) {
+  if (t.dtype() == dtype && !copy) return t;
+  Tensor out = make_tensor(t.sizes(), dtype, t.device());
+  copy_data(out, t);
+  if (needs_grad({t}) && is_floating(dtype)) {
+    DType from = t.dtype();
+    record("to", {t}, {out}, [from](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+      return {to_dtype(g[0], from)};
+    });
+  }
+  return out;
+}
+
+Tensor to_device(const Tensor& t, Device device, bool /*non_blocking*/, bool copy) {
+  if (device.is_cuda() && device.index < 0) device.index = 0;
+  if (t.device() == device && !copy) return t;
+  Tensor out = make_tensor(t.sizes(), t.dtype(), device);
+  copy_data(out, t);
+  if (needs_grad({t})) {
+    Device from = t.device();
+    record("to", {t}, {out}, [from](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+      return {to_device(g[0], from)};
+    });
+  }
+  return out;
+}
+
+Tensor clone(const Tensor& t) {
+  Tensor out = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_data(out, t);
+  if (needs_grad({t})) {
+    record("clone", {t}, {out}, [](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+      return {g[0]};
+    });
+  }
+  return out;
+}
+
+Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+
+Tensor detach(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.storage_offset(),
+                                           t.dtype(), t.impl()->version_);
+  impl->wrapped_number_ = t.impl()->wrapped_number_;
+  return Tensor(std::move(impl));
+}
+
+}  // namespace kiln

@@ -1,0 +1,115 @@
+#include "ops/creation.h"
+
+#include <cmath>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "ops/backend.h"
+#include "ops/cpu/convert.h"
+#include "ops/dispatch.h"
+
+namespace kiln {
+
+namespace {
+Device resolve(Device d) {
+  // A bare "cuda" means the current device; the CUDA backend resolves it.
+  if (d.is_cuda() && d.index < 0) d.index = 0;
+  return d;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  return make_tensor(shape, dtype, resolve(device));
+}
+
+Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  backend(t.device()).fill(t, value);
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, Scalar v) { return full(t.sizes(), v, t.dtype(), t.device()); }
+
+Tensor scalar_tensor(Scalar value, DType dtype, Device device) {
+  return full({}, value, dtype, device);
+}
+
+Tensor wrapped_scalar(Scalar value) {
+  Tensor t = scalar_tensor(value, value.kind(), Device());
+  t.impl()->wrapped_number_ = true;
+  return t;
+}
+
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype, Device device) {
+  const bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  DType dt = dtype ? *dtype : (all_int ? DType::Int64 : DType::Float32);
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  KILN_CHECK(st != 0, Runtime, "[arange] step must be nonzero");
+  KILN_CHECK(std::isfinite(s) && std::isfinite(e), Runtime, "[arange] unsupported range: ", s,
+             " -> ", e);
+  KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Runtime,
+             "[arange] upper bound and larger bound inconsistent with step sign: start=", s,
+             ", end=", e, ", step=", st);
+  int64_t n = all_int ? (end.to_int() - start.to_int() + step.to_int() - (st > 0 ? 1 : -1)) /
+                            step.to_int()
+                      : static_cast<int64_t>(std::ceil((e - s) / st));
+  if (n < 0) n = 0;
+  Tensor cpu = empty({n}, dt, Device());
+  dispatch_numeric(dt, "arange", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = cpu.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = all_int ? cpu::convert<T>(start.to_int() + i * step.to_int())
+                     : cpu::convert<T>(s + static_cast<double>(i) * st);
+    }
+  });
+  if (device.is_cpu()) return cpu;
+  Tensor out = empty({n}, dt, device);
+  backend(out.device()).copy(out, cpu);
+  return out;
+}
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
+  KILN_CHECK(steps >= 0, Runtime, "[linspace] number of steps must be non-negative, got ", steps);
+  Tensor cpu = empty({steps}, DType::Float64, Device());
+  double* p = cpu.data<double>();
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  // Fill symmetrically from both ends, as PyTorch does, so the end point is exact.
+  const int64_t half = steps / 2;
+  for (int64_t i = 0; i < steps; ++i)
+    p[i] = i < half ? start + step * static_cast<double>(i)
+                    : end - step * static_cast<double>(steps - 1 - i);
+  Tensor out = empty({steps}, dtype, device);
+  backend(out.device()).copy(out, cpu);
+  return out;
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype, Device device) {
+  int64_t cols = m ? *m : n;
+  KILN_CHECK(n >= 0 && cols >= 0, Runtime, "[eye] n and m must be non-negative, got n=", n,
+             ", m=", cols);
+  Tensor out = zeros({n, cols}, dtype, device);
+  int64_t k = std::min(n, cols);
+  if (k > 0) {
+    // The diagonal is a strided view with stride cols + 1.
+    Tensor diag = make_view(out, {k}, {cols + 1}, 0);
+    backend(out.device()).fill(diag, 1);
+  }
+  return out;
+}
+
+const Tensor& fill_(const Tensor& self, Scalar value) {
+  check_inplace(self, "fill_");
+  backend(self.device()).fill(self, value);
+  self.bump_version();
+  return self;
+}
+
+const Tensor& zero_(const Tensor& self) { return fill_(self, 0); }
+
+}  // namespace kiln

@@ -1,0 +1,37 @@
+// Tensor factories (deterministic ones; random ones are in ops/random.h).
+#pragma once
+
+#include <optional>
+
+#include "core/scalar.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+Tensor full(const Shape& shape, Scalar value, DType dtype, Device device = {});
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, Scalar value);
+
+// A 0-d tensor holding `value`.
+Tensor scalar_tensor(Scalar value, DType dtype, Device device = {});
+// A Python number as a 0-d "wrapped number" tensor (see core/promotion.h).
+Tensor wrapped_scalar(Scalar value);
+
+// dtype defaults: int64 when all of start/end/step are integers, else float32.
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype = std::nullopt,
+              Device device = {});
+Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32,
+                Device device = {});
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::Float32,
+           Device device = {});
+
+// Fills in place; bumps the version counter.
+const Tensor& fill_(const Tensor& self, Scalar value);
+const Tensor& zero_(const Tensor& self);
+
+}  // namespace kiln

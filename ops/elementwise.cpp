@@ -1,0 +1,154 @@
+#include "ops/elementwise.h"
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "core/promotion.h"
+#include "core/shape.h"
+#include "ops/backend.h"
+#include "ops/copy.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+Device common_device(std::initializer_list<Tensor> tensors, const char* op) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    if (t.dim() == 0 && t.device().is_cpu()) continue;
+    if (!first) {
+      first = &t;
+      continue;
+    }
+    KILN_CHECK(t.device() == first->device(), Runtime, "[", op,
+               "] Expected all tensors to be on the same device, but found at least two devices, ",
+               first->device(), " and ", t.device(), "!");
+  }
+  if (first) return first->device();
+  for (const Tensor& t : tensors)
+    if (t.defined()) return t.device();
+  return Device();
+}
+
+Tensor prepare_operand(const Tensor& t, DType dtype, const Shape& shape, Device device) {
+  Tensor x = detach(t);
+  if (x.device() != device) x = to_device(x, device);
+  if (x.dtype() != dtype) x = to_dtype(x, dtype);
+  if (x.sizes() != shape) x = expand(x, shape);
+  return x;
+}
+
+DType binary_compute_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
+  DType rt = result_type(a, b);
+  switch (op_kind(op)) {
+    case BinaryKind::Float:
+      return to_floating(rt);
+    case BinaryKind::Integral:
+      KILN_CHECK(!is_floating(rt), NotImplemented, "[", op_name(op),
+                 "] not implemented for floating dtypes, got ", a.dtype(), " and ", b.dtype());
+      return rt;
+    default:
+      if (op == BinaryOp::sub) {
+        KILN_CHECK(rt != DType::Bool, Runtime, "[sub] Subtraction, the `-` operator, with two bool "
+                   "tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
+      }
+      return rt;
+  }
+}
+
+DType unary_compute_dtype(UnaryOp op, DType in) {
+  switch (op_kind(op)) {
+    case UnaryKind::Float:
+      return to_floating(in);
+    default:
+      return in;
+  }
+}
+
+namespace {
+DType result_dtype(BinaryOp op, DType compute) {
+  return op_kind(op) == BinaryKind::Compare ? DType::Bool : compute;
+}
+DType result_dtype(UnaryOp op, DType compute) {
+  return op_kind(op) == UnaryKind::Bool ? DType::Bool : compute;
+}
+}  // namespace
+
+Tensor unary_compute(UnaryOp op, const Tensor& x, const UnaryParams& p) {
+  const char* name = op_name(op);
+  DType ct = unary_compute_dtype(op, x.dtype());
+  Tensor in = prepare_operand(x, ct, x.sizes(), x.device());
+  Tensor out = make_tensor(x.sizes(), result_dtype(op, ct), x.device());
+  require_kernel(backend(out.device()).unary, name, out.device())(op, out, in, p);
+  return out;
+}
+
+Tensor binary_compute(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op);
+  Device dev = common_device({a, b}, name);
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  DType ct = binary_compute_dtype(op, a, b);
+  Tensor x = prepare_operand(a, ct, shape, dev), y = prepare_operand(b, ct, shape, dev);
+  Tensor out = make_tensor(shape, result_dtype(op, ct), dev);
+  require_kernel(backend(dev).binary, name, dev)(op, out, x, y);
+  return out;
+}
+
+namespace {
+void check_into(const Tensor& self, DType result, const Shape& shape, const char* op) {
+  KILN_CHECK(can_cast(result, self.dtype()), Runtime, "[", op, "] result type ", result,
+             " can't be cast to the desired output type ", self.dtype());
+  KILN_CHECK(shape == self.sizes(), Runtime, "[", op, "] output with shape ", self.sizes(),
+             " doesn't match the broadcast shape ", shape);
+}
+}  // namespace
+
+void unary_compute_into(const Tensor& self, UnaryOp op, const Tensor& x, const UnaryParams& p) {
+  DType ct = unary_compute_dtype(op, x.dtype());
+  check_into(self, result_dtype(op, ct), x.sizes(), op_name(op));
+  if (result_dtype(op, ct) == self.dtype() && x.is_same(self)) {
+    require_kernel(backend(self.device()).unary, op_name(op), self.device())(op, self, self, p);
+  } else {
+    backend(self.device()).copy(self, unary_compute(op, x, p));
+  }
+}
+
+void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op);
+  Device dev = common_device({self, a, b}, name);
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  DType ct = binary_compute_dtype(op, a, b);
+  check_into(self, result_dtype(op, ct), shape, name);
+  if (result_dtype(op, ct) == self.dtype()) {
+    Tensor x = prepare_operand(a, ct, shape, dev), y = prepare_operand(b, ct, shape, dev);
+    require_kernel(backend(dev).binary, name, dev)(op, self, x, y);
+  } else {
+    backend(dev).copy(self, binary_compute(op, a, b));
+  }
+}
+
+const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> others, const char* op,
+                            const std::function<Tensor(const Tensor&)>& out_of_place,
+                            const std::function<void()>& in_place) {
+  bool grad = GradMode::is_enabled() && self.requires_grad();
+  for (const Tensor& o : others) grad = grad || needs_grad({o});
+  if (grad) {
+    check_inplace(self, op);
+    Tensor result = out_of_place(self.requires_grad() ? clone(self) : self);
+    KILN_CHECK(result.sizes() == self.sizes(), Runtime, "[", op, "] output with shape ",
+               self.sizes(), " doesn't match the broadcast shape ", result.sizes());
+    KILN_CHECK(can_cast(result.dtype(), self.dtype()), Runtime, "[", op, "] result type ",
+               result.dtype(), " can't be cast to the desired output type ", self.dtype());
+    {
+      GradModeGuard no_grad(false);
+      backend(self.device()).copy(self, result);
+    }
+    self.bump_version();
+    rebase_history(self, result, op);
+    return self;
+  }
+  in_place();
+  self.bump_version();
+  return self;
+}
+
+}  // namespace kiln

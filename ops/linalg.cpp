@@ -1,0 +1,128 @@
+#include "ops/linalg.h"
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "core/promotion.h"
+#include "core/shape.h"
+#include "ops/backend.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/elementwise.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+void check_matmul_dtypes(const Tensor& a, const Tensor& b, const char* op) {
+  KILN_CHECK(a.dtype() == b.dtype(), Runtime, "[", op,
+             "] expected both operands to have the same dtype, but got ", a.dtype(), " and ",
+             b.dtype());
+  KILN_CHECK(is_floating(a.dtype()), NotImplemented, "[", op,
+             "] not implemented for dtype ", a.dtype(), "; convert with .float()");
+}
+
+// GEMM kernels need each matrix to have a unit stride in one of its two dims.
+Tensor gemm_ready(const Tensor& t) {
+  const int64_t s1 = t.stride(1), s2 = t.stride(2);
+  if ((s2 == 1 && s1 >= t.size(2) && s1 > 0) || (s1 == 1 && s2 >= t.size(1) && s2 > 0)) return t;
+  return contiguous(t);
+}
+
+}  // namespace
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 3 && b.dim() == 3, Runtime, "[bmm] batch1 and batch2 must be 3-D tensors, "
+             "got shapes ", a.sizes(), " and ", b.sizes());
+  KILN_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), Runtime,
+             "[bmm] shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied (batch ",
+             a.size(0), " vs ", b.size(0), ", inner ", a.size(2), " vs ", b.size(1), ")");
+  check_matmul_dtypes(a, b, "bmm");
+  Device dev = common_device({a, b}, "bmm");
+  Tensor out = make_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), dev);
+  if (out.numel() > 0) {
+    if (a.size(2) == 0) {
+      backend(dev).fill(out, 0);
+    } else {
+      require_kernel(backend(dev).bmm, "bmm", dev)(out, gemm_ready(detach(a)), gemm_ready(detach(b)));
+    }
+  }
+  if (needs_grad({a, b})) {
+    SavedTensor sa(a), sb(b);
+    record("bmm", {a, b}, {out}, [sa, sb](const Grads& g, Node&) -> Grads {
+      return {bmm(g[0], mT(sb.unpack())), bmm(mT(sa.unpack()), g[0])};
+    });
+  }
+  return out;
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2, Runtime, "[mm] expected 2-D tensors, got shapes ",
+             a.sizes(), " and ", b.sizes());
+  KILN_CHECK(a.size(1) == b.size(0), Runtime, "[mm] mat1 and mat2 shapes cannot be multiplied (",
+             a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  return squeeze(bmm(unsqueeze(a, 0), unsqueeze(b, 0)), std::vector<int64_t>{0});
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() > 0 && b.dim() > 0, Runtime,
+             "[matmul] both arguments to matmul need to be at least 1D, but they are ", a.dim(),
+             "D and ", b.dim(), "D");
+  if (a.dim() == 1 && b.dim() == 1) return dot(a, b);
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  if (a.dim() == 2 && b.dim() == 1) return mv(a, b);
+  // Promote vectors to matrices, broadcast the batch dims, multiply, undo.
+  Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;
+  Tensor y = b.dim() == 1 ? unsqueeze(b, 1) : b;
+  const int64_t m = x.size(-2), k = x.size(-1), k2 = y.size(-2), n = y.size(-1);
+  KILN_CHECK(k == k2, Runtime, "[matmul] shapes ", a.sizes(), " and ", b.sizes(),
+             " cannot be multiplied (", k, " vs ", k2, " in the contracted dimension)");
+  Shape xb(x.sizes().begin(), x.sizes().end() - 2), yb(y.sizes().begin(), y.sizes().end() - 2);
+  Shape batch = broadcast_shapes(xb, yb, "matmul");
+  int64_t nb = shape_numel(batch);
+  Shape xs = batch, ys = batch;
+  xs.insert(xs.end(), {m, k});
+  ys.insert(ys.end(), {k, n});
+  Tensor out = bmm(reshape(expand(x, xs), {nb, m, k}), reshape(expand(y, ys), {nb, k, n}));
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(m);
+  if (b.dim() > 1) out_shape.push_back(n);
+  return reshape(out, out_shape);
+}
+
+Tensor dot(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 1 && b.dim() == 1, Runtime,
+             "[dot] 1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
+  KILN_CHECK(a.size(0) == b.size(0), Runtime, "[dot] inconsistent tensor size, expected tensor [",
+             a.size(0), "] and src [", b.size(0), "] to have the same number of elements");
+  return reshape(bmm(reshape(a, {1, 1, a.size(0)}), reshape(b, {1, b.size(0), 1})), {});
+}
+
+Tensor mv(const Tensor& a, const Tensor& v) {
+  KILN_CHECK(a.dim() == 2 && v.dim() == 1, Runtime, "[mv] expected a matrix and a vector, got ",
+             a.sizes(), " and ", v.sizes());
+  KILN_CHECK(a.size(1) == v.size(0), Runtime, "[mv] size mismatch, got input (", a.size(0), "x",
+             a.size(1), ") and vec (", v.size(0), ")");
+  return squeeze(mm(a, unsqueeze(v, 1)), std::vector<int64_t>{1});
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 1 && b.dim() == 1, Runtime, "[outer] expected 1-D tensors, got ",
+             a.sizes(), " and ", b.sizes());
+  return mul(unsqueeze(a, 1), unsqueeze(b, 0));
+}
+
+Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta, Scalar alpha) {
+  Tensor prod = mm(m1, m2);
+  KILN_CHECK(broadcast_shapes(input.sizes(), prod.sizes(), "addmm") == prod.sizes(), Runtime,
+             "[addmm] input of shape ", input.sizes(), " cannot be broadcast to the product shape ",
+             prod.sizes());
+  Tensor scaled = alpha.to_double() == 1.0 ? prod : mul(prod, alpha);
+  // beta == 0 ignores input entirely (NaNs in it do not propagate), as in PyTorch.
+  if (beta.to_double() == 0.0) return scaled;
+  return add(beta.to_double() == 1.0 ? input : mul(input, beta), scaled);
+}
+
+}  // namespace kiln

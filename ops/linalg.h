@@ -1,0 +1,23 @@
+// Matrix products. Every product lowers to one batched GEMM (bmm) so a
+// device implements a single kernel; the reshapes around it are views.
+#pragma once
+
+#include "core/scalar.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+// [B, M, K] @ [B, K, N] -> [B, M, N].
+Tensor bmm(const Tensor& a, const Tensor& b);
+// [M, K] @ [K, N] -> [M, N].
+Tensor mm(const Tensor& a, const Tensor& b);
+// NumPy matmul semantics: 1-D operands, batch broadcasting.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);
+Tensor mv(const Tensor& a, const Tensor& v);
+Tensor outer(const Tensor& a, const Tensor& b);
+// beta * input + alpha * (m1 @ m2).
+Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta = 1,
+             Scalar alpha = 1);
+
+}  // namespace kiln

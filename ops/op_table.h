@@ -1,0 +1,123 @@
+// The elementwise op table: every unary and binary elementwise op appears
+// here once, with how it treats dtypes. The enums drive the device kernel
+// switches, the Python bindings (python/bind_elementwise.cpp) and the test
+// harness (kiln._C._op_table()).
+#pragma once
+
+#include <cstdint>
+
+namespace kiln {
+
+// Result dtype policy of a unary op:
+//   Float: integer/bool inputs compute in float32 (exp(int) -> float32)
+//   Same:  output has the input dtype (neg, abs, floor)
+//   Bool:  output is bool (isnan)
+enum class UnaryKind : int8_t { Float, Same, Bool };
+
+// Autocast policy (capability 6 reads this): which dtype a CUDA op runs in
+// under autocast. Lower: fp16/bf16; Float32: always fp32; Promote: widest input.
+enum class AutocastPolicy : int8_t { Lower, Float32, Promote, None };
+
+// _(name, kind, autocast). Simple ops take only the input; parametric ones
+// read UnaryParams and get hand-written signatures (leaky_relu(x, slope)).
+#define KILN_UNARY_SIMPLE_OPS(_)       \
+  _(neg, Same, None)                   \
+  _(abs, Same, None)                   \
+  _(sign, Same, None)                  \
+  _(exp, Float, Float32)               \
+  _(exp2, Float, Float32)              \
+  _(log, Float, Float32)               \
+  _(log2, Float, Float32)              \
+  _(log10, Float, Float32)             \
+  _(log1p, Float, Float32)             \
+  _(expm1, Float, Float32)             \
+  _(sqrt, Float, None)                 \
+  _(rsqrt, Float, Float32)             \
+  _(reciprocal, Float, Float32)        \
+  _(sin, Float, None)                  \
+  _(cos, Float, None)                  \
+  _(tan, Float, Float32)               \
+  _(tanh, Float, None)                 \
+  _(sigmoid, Float, None)              \
+  _(erf, Float, Float32)               \
+  _(relu, Same, None)                  \
+  _(silu, Float, None)                 \
+  _(floor, Same, None)                 \
+  _(ceil, Same, None)                  \
+  _(round, Same, None)                 \
+  _(trunc, Same, None)                 \
+  _(logical_not, Bool, None)           \
+  _(bitwise_not, Same, None)           \
+  _(isnan, Bool, None)                 \
+  _(isinf, Bool, None)                 \
+  _(isfinite, Bool, None)
+
+#define KILN_UNARY_PARAM_OPS(_)        \
+  _(gelu, Float, None)                 \
+  _(gelu_tanh, Float, None)            \
+  _(leaky_relu, Same, None)            \
+  _(elu, Float, None)                  \
+  _(softplus, Float, Float32)          \
+  _(nan_to_num, Same, None)            \
+  _(clamp, Same, None)
+
+#define KILN_UNARY_OPS(_) KILN_UNARY_SIMPLE_OPS(_) KILN_UNARY_PARAM_OPS(_)
+
+enum class UnaryOp : int16_t {
+#define KILN_UNARY_ENUM(name, kind, autocast) name,
+  KILN_UNARY_OPS(KILN_UNARY_ENUM)
+#undef KILN_UNARY_ENUM
+};
+
+// Parameters of the parametric unary ops (leaky_relu slope, elu alpha,
+// softplus beta/threshold, clamp bounds, nan_to_num replacements).
+struct UnaryParams {
+  double a = 0, b = 0, c = 0;
+  // clamp: which of a (min) / b (max) are given.
+  bool has_a = false, has_b = false;
+};
+
+// Result dtype policy of a binary op:
+//   Promote: result_type of the inputs (add, mul, maximum)
+//   Float:   like Promote, then integers become float32 (true division)
+//   Compare: computes in the promoted type, outputs bool
+//   Integral: bitwise ops, integer/bool inputs only
+enum class BinaryKind : int8_t { Promote, Float, Compare, Integral };
+
+// _(name, kind, autocast)
+#define KILN_BINARY_OPS(_)               \
+  _(add, Promote, Promote)               \
+  _(sub, Promote, Promote)               \
+  _(mul, Promote, Promote)               \
+  _(div, Float, Promote)                 \
+  _(floor_divide, Promote, Promote)      \
+  _(remainder, Promote, Promote)         \
+  _(pow, Promote, Float32)               \
+  _(maximum, Promote, Promote)           \
+  _(minimum, Promote, Promote)           \
+  _(atan2, Float, Float32)               \
+  _(eq, Compare, Promote)                \
+  _(ne, Compare, Promote)                \
+  _(lt, Compare, Promote)                \
+  _(le, Compare, Promote)                \
+  _(gt, Compare, Promote)                \
+  _(ge, Compare, Promote)                \
+  _(logical_and, Compare, None)          \
+  _(logical_or, Compare, None)           \
+  _(logical_xor, Compare, None)          \
+  _(bitwise_and, Integral, None)         \
+  _(bitwise_or, Integral, None)          \
+  _(bitwise_xor, Integral, None)
+
+enum class BinaryOp : int16_t {
+#define KILN_BINARY_ENUM(name, kind, autocast) name,
+  KILN_BINARY_OPS(KILN_BINARY_ENUM)
+#undef KILN_BINARY_ENUM
+};
+
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+UnaryKind op_kind(UnaryOp op);
+BinaryKind op_kind(BinaryOp op);
+
+}  // namespace kiln

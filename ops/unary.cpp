@@ -1,0 +1,201 @@
+// Front ends and backward rules of the unary elementwise ops.
+#include "ops/unary.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+constexpr double kLn2 = 0.69314718055994530942;
+constexpr double kLn10 = 2.30258509299404568402;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kSqrt2_Pi = 0.79788456080286535588;
+
+// Which saved values a rule reads; the others are not kept alive.
+bool saves_result(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::exp: case UnaryOp::exp2: case UnaryOp::expm1: case UnaryOp::sqrt:
+    case UnaryOp::rsqrt: case UnaryOp::reciprocal: case UnaryOp::tan: case UnaryOp::tanh:
+    case UnaryOp::sigmoid: case UnaryOp::relu: case UnaryOp::elu:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool saves_input(UnaryOp op) { return !saves_result(op) && op != UnaryOp::neg; }
+
+Tensor mask(const Tensor& m, const Tensor& like) { return to_dtype(m, like.dtype()); }
+
+Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
+                      const UnaryParams& p) {
+  switch (op) {
+    case UnaryOp::neg: return neg(g);
+    case UnaryOp::abs: return mul(g, sign(x));
+    case UnaryOp::sign:
+    case UnaryOp::floor:
+    case UnaryOp::ceil:
+    case UnaryOp::round:
+    case UnaryOp::trunc:
+      return zeros_like(g);
+    case UnaryOp::exp: return mul(g, y);
+    case UnaryOp::exp2: return mul(g, mul(y, kLn2));
+    case UnaryOp::log: return div(g, x);
+    case UnaryOp::log2: return div(g, mul(x, kLn2));
+    case UnaryOp::log10: return div(g, mul(x, kLn10));
+    case UnaryOp::log1p: return div(g, add(x, 1));
+    case UnaryOp::expm1: return mul(g, add(y, 1));
+    case UnaryOp::sqrt: return div(g, mul(y, 2));
+    case UnaryOp::rsqrt: return mul(g, mul(mul(y, mul(y, y)), -0.5));
+    case UnaryOp::reciprocal: return neg(mul(g, mul(y, y)));
+    case UnaryOp::sin: return mul(g, cos(x));
+    case UnaryOp::cos: return neg(mul(g, sin(x)));
+    case UnaryOp::tan: return mul(g, add(mul(y, y), 1));
+    case UnaryOp::tanh: return mul(g, rsub(mul(y, y), 1));
+    case UnaryOp::sigmoid: return mul(g, mul(y, rsub(y, 1)));
+    case UnaryOp::erf: return mul(g, mul(exp(neg(mul(x, x))), kTwoOverSqrtPi));
+    case UnaryOp::relu: return mul(g, mask(gt(y, 0), g));
+    case UnaryOp::gelu: {
+      Tensor cdf = mul(add(erf(mul(x, kSqrt1_2)), 1), 0.5);
+      Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), kInvSqrt2Pi);
+      return mul(g, add(cdf, mul(x, pdf)));
+    }
+    case UnaryOp::gelu_tanh: {
+      Tensor x2 = mul(x, x);
+      Tensor inner = mul(add(x, mul(mul(x2, x), 0.044715)), kSqrt2_Pi);
+      Tensor th = tanh(inner);
+      Tensor dinner = mul(add(mul(x2, 3 * 0.044715), 1), kSqrt2_Pi);
+      Tensor left = mul(add(th, 1), 0.5);
+      Tensor right = mul(mul(mul(x, rsub(mul(th, th), 1)), dinner), 0.5);
+      return mul(g, add(left, right));
+    }
+    case UnaryOp::silu: {
+      Tensor s = sigmoid(x);
+      return mul(g, mul(s, add(mul(x, rsub(s, 1)), 1)));
+    }
+    case UnaryOp::leaky_relu:
+      return where(gt(x, 0), g, mul(g, p.a));
+    case UnaryOp::elu:
+      return where(gt(y, 0), g, mul(g, add(y, p.a)));
+    case UnaryOp::softplus: {
+      Tensor bx = mul(x, p.a);
+      return where(gt(bx, p.b), g, mul(g, sigmoid(bx)));
+    }
+    case UnaryOp::clamp: {
+      // Gradient flows where x lies inside the bounds (never through NaN).
+      Tensor keep = p.has_a ? ge(x, p.a) : le(x, p.b);
+      if (p.has_a && p.has_b) keep = logical_and(keep, le(x, p.b));
+      return mul(g, mask(keep, g));
+    }
+    case UnaryOp::nan_to_num:
+      return mul(g, mask(isfinite(x), g));
+    default:
+      fail(ErrorKind::Runtime, "[", op_name(op), "] is not differentiable");
+  }
+}
+
+}  // namespace
+
+Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
+  Tensor out = unary_compute(op, x, p);
+  if (is_floating(out.dtype()) && needs_grad({x})) {
+    SavedTensor sx = saves_input(op) ? SavedTensor(x) : SavedTensor();
+    SavedTensor sy = saves_result(op) ? SavedTensor::output(out, 0) : SavedTensor();
+    record(op_name(op), {x}, {out}, [op, p, sx, sy](const Grads& g, Node& self) -> Grads {
+      return {unary_backward(op, g[0], sx.unpack(), sy.unpack(self), p)};
+    });
+  }
+  return out;
+}
+
+const Tensor& unary_(UnaryOp op, const Tensor& self, const UnaryParams& p) {
+  return apply_inplace(
+      self, {}, op_name(op), [&](const Tensor& s) { return unary(op, s, p); },
+      [&] { unary_compute_into(self, op, self, p); });
+}
+
+#define KILN_DEFINE_UNARY(name, kind, autocast)                           \
+  Tensor name(const Tensor& x) { return unary(UnaryOp::name, x); }        \
+  const Tensor& name##_(const Tensor& x) { return unary_(UnaryOp::name, x); }
+KILN_UNARY_SIMPLE_OPS(KILN_DEFINE_UNARY)
+#undef KILN_DEFINE_UNARY
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", Value,
+             "[gelu] approximate must be 'none' or 'tanh', got '", approximate, "'");
+  return unary(approximate == "none" ? UnaryOp::gelu : UnaryOp::gelu_tanh, x);
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  UnaryParams p;
+  p.a = negative_slope;
+  return unary(UnaryOp::leaky_relu, x, p);
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  UnaryParams p;
+  p.a = alpha;
+  return unary(UnaryOp::elu, x, p);
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  UnaryParams p;
+  p.a = beta;
+  p.b = threshold;
+  return unary(UnaryOp::softplus, x, p);
+}
+
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  double big = std::numeric_limits<double>::max();
+  switch (x.dtype()) {
+    case DType::Float32: big = std::numeric_limits<float>::max(); break;
+    case DType::Float16: big = 65504.0; break;
+    case DType::BFloat16: big = 3.3895313892515355e38; break;
+    default: break;
+  }
+  UnaryParams p;
+  p.a = nan.value_or(0.0);
+  p.b = posinf.value_or(big);
+  p.c = neginf.value_or(-big);
+  return unary(UnaryOp::nan_to_num, x, p);
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  KILN_CHECK(min || max, Runtime, "[clamp] At least one of 'min' or 'max' must not be None");
+  // A float bound on an integer tensor promotes, as in PyTorch.
+  bool float_bound = (min && min->is_floating()) || (max && max->is_floating());
+  Tensor in = float_bound && !is_floating(x.dtype()) ? to_dtype(x, DType::Float32) : x;
+  UnaryParams p;
+  if (min) {
+    p.a = min->to_double();
+    p.has_a = true;
+  }
+  if (max) {
+    p.b = max->to_double();
+    p.has_b = true;
+  }
+  return unary(UnaryOp::clamp, in, p);
+}
+
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  Tensor out = x;
+  if (min.defined()) out = maximum(out, min);
+  if (max.defined()) out = minimum(out, max);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,293 @@
+#include "ops/view.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+// Records a view op whose backward is `bw(grad)`.
+template <typename F>
+Tensor record_view(const char* name, const Tensor& in, Tensor out, F bw) {
+  if (needs_grad({in})) {
+    record(name, {in}, {out}, [bw](const Grads& g, Node&) -> Grads { return {bw(g[0])}; });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& t, const Shape& shape) {
+  Shape target = infer_size(shape, t.numel(), "view");
+  Shape strides;
+  if (t.is_contiguous()) strides = contiguous_strides(target);
+  KILN_CHECK(t.is_contiguous() || compute_view_strides(t.sizes(), t.strides(), target, &strides), Runtime,
+             "[view] size ", target, " is not compatible with input of shape ", t.sizes(),
+             " and strides ", t.strides(),
+             " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) "
+             "instead.");
+  Shape in_shape = t.sizes();
+  return record_view("view", t, make_view(t, target, strides, t.storage_offset()),
+                     [in_shape](const Tensor& g) { return reshape(g, in_shape); });
+}
+
+Tensor reshape(const Tensor& t, const Shape& shape) {
+  Shape target = infer_size(shape, t.numel(), "reshape");
+  Shape strides;
+  if (compute_view_strides(t.sizes(), t.strides(), target, &strides)) return view(t, target);
+  return view(clone(t), target);
+}
+
+Tensor expand(const Tensor& t, const Shape& shape) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  KILN_CHECK(nd >= t.dim(), Runtime, "[expand] the number of sizes provided (", nd,
+             ") must be greater or equal to the number of dimensions in the tensor (", t.dim(),
+             ")");
+  Shape sizes(nd), strides(nd);
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    int64_t j = i - (nd - t.dim());
+    int64_t want = shape[i];
+    if (j >= 0) {
+      int64_t have = t.sizes()[j];
+      if (want == -1) want = have;
+      KILN_CHECK(have == want || have == 1, Runtime, "[expand] the expanded size of the tensor (",
+                 want, ") must match the existing size (", have, ") at non-singleton dimension ",
+                 i, ".  Target sizes: ", shape, ".  Tensor sizes: ", t.sizes());
+      sizes[i] = want;
+      strides[i] = have == want ? t.strides()[j] : 0;
+    } else {
+      KILN_CHECK(want >= 0, Runtime, "[expand] the expanded size of the tensor (", want,
+                 ") isn't allowed in a leading, non-existing dimension ", i);
+      sizes[i] = want;
+      strides[i] = 0;
+    }
+  }
+  if (sizes == t.sizes()) return t;
+  // The engine sums broadcast gradients down to the input's shape.
+  return record_view("expand", t, make_view(t, sizes, strides, t.storage_offset()),
+                     [](const Tensor& g) { return g; });
+}
+
+Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
+  KILN_CHECK(static_cast<int64_t>(dims.size()) == t.dim(), Runtime,
+             "[permute] number of dims don't match in permute: input has ", t.dim(),
+             " dims but dims has ", dims.size(), " entries");
+  std::vector<int64_t> wrapped(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  Shape sizes(dims.size()), strides(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], t.dim(), "permute");
+    KILN_CHECK(!seen[d], Runtime, "[permute] repeated dim ", d, " in dims ", Shape(dims));
+    seen[d] = true;
+    wrapped[i] = d;
+    sizes[i] = t.sizes()[d];
+    strides[i] = t.strides()[d];
+  }
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[wrapped[i]] = static_cast<int64_t>(i);
+  return record_view("permute", t, make_view(t, sizes, strides, t.storage_offset()),
+                     [inverse](const Tensor& g) { return permute(g, inverse); });
+}
+
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
+  if (t.dim() == 0) {
+    wrap_dim(dim0, 0, "transpose");
+    wrap_dim(dim1, 0, "transpose");
+    return t;
+  }
+  int64_t a = wrap_dim(dim0, t.dim(), "transpose"), b = wrap_dim(dim1, t.dim(), "transpose");
+  std::vector<int64_t> dims(t.dim());
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[a], dims[b]);
+  return permute(t, dims);
+}
+
+Tensor t(const Tensor& x) {
+  KILN_CHECK(x.dim() <= 2, Runtime, "[t] t() expects a tensor with <= 2 dimensions, but self is ",
+             x.dim(), "D");
+  return x.dim() < 2 ? x : transpose(x, 0, 1);
+}
+
+Tensor mT(const Tensor& x) {
+  KILN_CHECK(x.dim() >= 2, Runtime,
+             "[mT] tensor.mT is only supported on matrices or batches of matrices. Got ", x.dim(),
+             "-D tensor.");
+  return transpose(x, -2, -1);
+}
+
+Tensor squeeze(const Tensor& x, std::optional<std::vector<int64_t>> dims) {
+  std::vector<bool> drop(x.dim(), false);
+  if (dims) {
+    for (int64_t d : *dims) {
+      int64_t w = wrap_dim(d, x.dim(), "squeeze");
+      if (x.dim() > 0 && x.sizes()[w] == 1) drop[w] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < x.dim(); ++i) drop[i] = x.sizes()[i] == 1;
+  }
+  Shape sizes, strides;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (drop[i]) continue;
+    sizes.push_back(x.sizes()[i]);
+    strides.push_back(x.strides()[i]);
+  }
+  if (sizes.size() == static_cast<size_t>(x.dim())) return x;
+  Shape in_shape = x.sizes();
+  return record_view("squeeze", x, make_view(x, sizes, strides, x.storage_offset()),
+                     [in_shape](const Tensor& g) { return reshape(g, in_shape); });
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t st = d < x.dim() ? x.sizes()[d] * x.strides()[d] : 1;
+  sizes.insert(sizes.begin() + d, 1);
+  strides.insert(strides.begin() + d, st);
+  return record_view("unsqueeze", x, make_view(x, sizes, strides, x.storage_offset()),
+                     [d](const Tensor& g) { return squeeze(g, std::vector<int64_t>{d}); });
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  KILN_CHECK(x.dim() > 0, Index, "[select] select() cannot be applied to a 0-dim tensor.");
+  int64_t d = wrap_dim(dim, x.dim(), "select");
+  int64_t size = x.sizes()[d];
+  KILN_CHECK(index >= -size && index < size, Index, "[select] index ", index,
+             " is out of bounds for dimension ", d, " with size ", size);
+  if (index < 0) index += size;
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t offset = x.storage_offset() + index * strides[d];
+  sizes.erase(sizes.begin() + d);
+  strides.erase(strides.begin() + d);
+  Shape in_shape = x.sizes();
+  Device dev = x.device();
+  return record_view("select", x, make_view(x, sizes, strides, offset),
+                     [in_shape, dev, d, index](const Tensor& g) {
+                       Tensor z = zeros(in_shape, g.dtype(), dev);
+                       Tensor target = select(z, d, index);
+                       copy_(target, g);
+                       return z;
+                     });
+}
+
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
+             std::optional<int64_t> end_opt, int64_t step) {
+  KILN_CHECK(x.dim() > 0, Index, "[slice] slice() cannot be applied to a 0-dim tensor.");
+  KILN_CHECK(step > 0, Value, "[slice] step must be greater than zero, got ", step);
+  int64_t d = wrap_dim(dim, x.dim(), "slice");
+  int64_t size = x.sizes()[d];
+  int64_t start = start_opt.value_or(0), end = end_opt.value_or(size);
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t offset = x.storage_offset() + start * strides[d];
+  sizes[d] = (end - start + step - 1) / step;
+  strides[d] *= step;
+  Shape in_shape = x.sizes();
+  Device dev = x.device();
+  return record_view("slice", x, make_view(x, sizes, strides, offset),
+                     [in_shape, dev, d, start, end, step](const Tensor& g) {
+                       Tensor z = zeros(in_shape, g.dtype(), dev);
+                       copy_(slice(z, d, start, end, step), g);
+                       return z;
+                     });
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  KILN_CHECK(x.dim() > 0, Index, "[narrow] narrow() cannot be applied to a 0-dim tensor.");
+  int64_t d = wrap_dim(dim, x.dim(), "narrow");
+  int64_t size = x.sizes()[d];
+  KILN_CHECK(start >= -size && start <= size, Index, "[narrow] start (", start,
+             ") is out of range for dimension ", d, " of size ", size);
+  if (start < 0) start += size;
+  KILN_CHECK(length >= 0 && start + length <= size, Runtime, "[narrow] start (", start,
+             ") + length (", length, ") exceeds dimension size (", size, ").");
+  return slice(x, d, start, start + length, 1);
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  if (x.dim() == 0) return reshape(x, {1});
+  int64_t s = wrap_dim(start_dim, x.dim(), "flatten"), e = wrap_dim(end_dim, x.dim(), "flatten");
+  KILN_CHECK(s <= e, Runtime, "[flatten] start_dim (", s, ") cannot come after end_dim (", e, ")");
+  if (s == e) return x;
+  Shape shape(x.sizes().begin(), x.sizes().begin() + s);
+  int64_t prod = 1;
+  for (int64_t i = s; i <= e; ++i) prod *= x.sizes()[i];
+  shape.push_back(prod);
+  shape.insert(shape.end(), x.sizes().begin() + e + 1, x.sizes().end());
+  return reshape(x, shape);
+}
+
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  int64_t d = wrap_dim(dim, x.dim(), "unflatten");
+  KILN_CHECK(!sizes.empty(), Runtime, "[unflatten] sizes must be non-empty");
+  Shape inner = infer_size(sizes, x.sizes()[d], "unflatten");
+  Shape shape(x.sizes().begin(), x.sizes().begin() + d);
+  shape.insert(shape.end(), inner.begin(), inner.end());
+  shape.insert(shape.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  return view(x, shape);
+}
+
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
+  int64_t s = wrap_dim(source, x.dim(), "movedim"), d = wrap_dim(destination, x.dim(), "movedim");
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != s) order.push_back(i);
+  order.insert(order.begin() + d, s);
+  return permute(x, order);
+}
+
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
+  int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "unfold");
+  int64_t len = x.dim() == 0 ? 1 : x.sizes()[d];
+  KILN_CHECK(size <= len, Runtime, "[unfold] maximum size for tensor at dimension ", d, " is ", len,
+             " but size is ", size);
+  KILN_CHECK(step > 0, Runtime, "[unfold] step is ", step, " but must be > 0");
+  Shape sizes = x.sizes(), strides = x.strides();
+  if (x.dim() == 0) {
+    sizes = {1};
+    strides = {1};
+  }
+  int64_t st = strides[d];
+  sizes[d] = (len - size) / step + 1;
+  strides[d] = st * step;
+  sizes.push_back(size);
+  strides.push_back(st);
+  return as_strided(x, sizes, strides, x.storage_offset());
+}
+
+Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
+                  std::optional<int64_t> storage_offset) {
+  KILN_CHECK(sizes.size() == strides.size(), Runtime, "[as_strided] mismatch in length of sizes (",
+             sizes.size(), ") and strides (", strides.size(), ")");
+  int64_t offset = storage_offset.value_or(x.storage_offset());
+  int64_t max_index = offset;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    KILN_CHECK(sizes[i] >= 0 && strides[i] >= 0, Runtime,
+               "[as_strided] sizes and strides must be non-negative, got ", sizes, " and ", strides);
+    if (sizes[i] == 0) max_index = -1;
+    if (max_index >= 0) max_index += (sizes[i] - 1) * strides[i];
+  }
+  KILN_CHECK(max_index < static_cast<int64_t>(x.storage()->nbytes / x.itemsize()), Runtime,
+             "[as_strided] view of sizes ", sizes, " and strides ", strides,
+             " is out of bounds for storage of ", x.storage()->nbytes / x.itemsize(), " elements");
+  // Overlapping views (unfold with step < size) need a scatter-add backward,
+  // which arrives with index_add in ops/index.cpp.
+  return record_view("as_strided", x, make_view(x, sizes, strides, offset),
+                     [](const Tensor&) -> Tensor {
+                       fail(ErrorKind::NotImplemented,
+                            "[as_strided] backward is not implemented yet");
+                     });
+}
+
+}  // namespace kiln

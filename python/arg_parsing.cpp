@@ -1,0 +1,124 @@
+#include "python/arg_parsing.h"
+
+#include "core/error.h"
+#include "ops/creation.h"
+#include "python/convert.h"
+
+namespace kiln::python {
+
+namespace {
+std::string type_name(py::handle h) { return py::str(py::type::of(h).attr("__name__")); }
+}  // namespace
+
+bool scalar_from_object(py::handle h, Scalar* out) {
+  PyObject* o = h.ptr();
+  if (PyBool_Check(o)) {
+    *out = Scalar(o == Py_True);
+    return true;
+  }
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    KILN_CHECK(overflow == 0, Runtime, "Overflow when unpacking long: ",
+               std::string(py::str(h)), " does not fit in int64");
+    *out = Scalar(static_cast<int64_t>(v));
+    return true;
+  }
+  if (PyFloat_Check(o)) {
+    *out = Scalar(PyFloat_AS_DOUBLE(o));
+    return true;
+  }
+  if (py::isinstance<TensorImpl>(h)) {
+    Tensor t = h.cast<Tensor>();
+    if (t.numel() != 1) return false;
+    return scalar_from_object(item(t), out);
+  }
+  // NumPy scalars and 0-d arrays.
+  if (py::hasattr(h, "dtype") && py::hasattr(h, "item") && py::hasattr(h, "shape") &&
+      py::len(h.attr("shape")) == 0) {
+    return scalar_from_object(h.attr("item")(), out);
+  }
+  return false;
+}
+
+bool try_tensor_arg(py::handle h, Tensor* out) {
+  if (py::isinstance<TensorImpl>(h)) {
+    *out = h.cast<Tensor>();
+    return true;
+  }
+  Scalar s;
+  if (scalar_from_object(h, &s)) {
+    *out = wrapped_scalar(s);
+    return true;
+  }
+  if (py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) ||
+      py::hasattr(h, "__array_interface__")) {
+    *out = tensor_from_data(h, std::nullopt, "tensor");
+    return true;
+  }
+  return false;
+}
+
+Tensor to_tensor_arg(py::handle h, const char* op, const char* arg) {
+  Tensor t;
+  KILN_CHECK(try_tensor_arg(h, &t), Type, "[", op, "] argument '", arg,
+             "' must be Tensor or a number, not ", type_name(h));
+  return t;
+}
+
+Shape parse_shape_object(py::handle h, const char* op) {
+  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return {h.cast<int64_t>()};
+  KILN_CHECK(py::isinstance<py::sequence>(h) && !py::isinstance<py::str>(h), Type, "[", op,
+             "] size must be a tuple of ints, but got ", type_name(h));
+  Shape s;
+  for (py::handle item : py::reinterpret_borrow<py::sequence>(h)) {
+    KILN_CHECK(PyLong_Check(item.ptr()) || PyIndex_Check(item.ptr()), Type, "[", op,
+               "] size must be a tuple of ints, but found element of type ", type_name(item));
+    s.push_back(py::int_(py::reinterpret_borrow<py::object>(item)).cast<int64_t>());
+  }
+  return s;
+}
+
+Shape parse_shape(const py::args& args, const char* op) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return parse_shape_object(args[0], op);
+  Shape s;
+  for (py::handle item : args) {
+    KILN_CHECK(PyLong_Check(item.ptr()) && !PyBool_Check(item.ptr()), Type, "[", op,
+               "] size must be a tuple of ints, but found element of type ", type_name(item));
+    s.push_back(item.cast<int64_t>());
+  }
+  return s;
+}
+
+std::optional<std::vector<int64_t>> parse_dims(py::handle h, const char* op) {
+  if (h.is_none()) return std::nullopt;
+  return parse_shape_object(h, op);
+}
+
+std::optional<DType> parse_dtype(py::handle h, const char* op) {
+  if (h.is_none()) return std::nullopt;
+  DType d;
+  KILN_CHECK(dtype_from_object(h, &d), Type, "[", op, "] dtype must be a kiln.dtype, not ",
+             type_name(h));
+  return d;
+}
+
+Device parse_device(py::handle h, const char* op) {
+  if (h.is_none()) return Device();
+  Device d;
+  KILN_CHECK(device_from_object(h, &d), Type, "[", op,
+             "] device must be a kiln.device, string or int, not ", type_name(h));
+  return d;
+}
+
+py::object make_size(const Shape& s) {
+  // Leaked on purpose: must outlive interpreter teardown.
+  static py::handle size_type = [] {
+    return py::object(py::module_::import("kiln._size").attr("Size")).release();
+  }();
+  py::tuple t(s.size());
+  for (size_t i = 0; i < s.size(); ++i) t[i] = py::int_(s[i]);
+  return size_type(t);
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,15 @@
+// kiln._C._cuda_*: device enumeration (the rest of kiln.cuda comes with the CUDA backend).
+#include "cuda/device.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+
+void init_cuda(py::module_& m) {
+  m.def("_cuda_is_available", &cuda::is_available);
+  m.def("_cuda_device_count", &cuda::device_count);
+  m.def("_cuda_is_built", &cuda::is_built);
+}
+
+}  // namespace kiln::python

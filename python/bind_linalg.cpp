@@ -1,0 +1,28 @@
+// Matrix products.
+#include <pybind11/stl.h>
+
+#include "ops/linalg.h"
+#include "python/arg_parsing.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+
+void init_linalg(py::module_& m, TensorClass& cls) {
+  using Fn2 = Tensor (*)(const Tensor&, const Tensor&);
+  for (auto [name, fn] : std::initializer_list<std::pair<const char*, Fn2>>{
+           {"matmul", &matmul}, {"mm", &mm}, {"bmm", &bmm}, {"dot", &dot}, {"mv", &mv},
+           {"outer", &outer}, {"ger", &outer}, {"inner", &dot}}) {
+    m.def(name, fn, py::arg("input"), py::arg("other"));
+    cls.def(name, fn, py::arg("other"));
+  }
+  auto addmm_fn = [](const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta,
+                     Scalar alpha) { return addmm(input, m1, m2, beta, alpha); };
+  m.def("addmm", addmm_fn, py::arg("input"), py::arg("mat1"), py::arg("mat2"), py::kw_only(),
+        py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
+  cls.def("addmm", addmm_fn, py::arg("mat1"), py::arg("mat2"), py::kw_only(),
+          py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
+}
+
+}  // namespace kiln::python

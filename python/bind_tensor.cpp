@@ -1,0 +1,168 @@
+// kiln.Tensor: construction, metadata, conversion to Python/NumPy, .to().
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "core/error.h"
+#include "ops/copy.h"
+#include "python/arg_parsing.h"
+#include "python/bindings.h"
+#include "python/convert.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+
+namespace {
+
+// Tensor.to(dtype) / to(device, dtype) / to(other) / to(dtype=, device=, ...).
+Tensor tensor_to(const Tensor& self, const py::args& args, const py::kwargs& kwargs) {
+  std::optional<DType> dtype;
+  std::optional<Device> device;
+  bool copy = false, non_blocking = false;
+  for (py::handle a : args) {
+    DType dt;
+    Device dev;
+    if (dtype_from_object(a, &dt)) {
+      dtype = dt;
+    } else if (py::isinstance<TensorImpl>(a)) {
+      Tensor other = a.cast<Tensor>();
+      dtype = other.dtype();
+      device = other.device();
+    } else if (device_from_object(a, &dev)) {
+      device = dev;
+    } else if (PyBool_Check(a.ptr())) {
+      non_blocking = a.cast<bool>();
+    } else {
+      fail(ErrorKind::Type, "[to] received an invalid combination of arguments: got ",
+           std::string(py::str(py::type::of(a).attr("__name__"))));
+    }
+  }
+  for (auto kv : kwargs) {
+    std::string key = py::str(kv.first);
+    if (key == "dtype") dtype = parse_dtype(kv.second, "to");
+    else if (key == "device") device = parse_device(kv.second, "to");
+    else if (key == "copy") copy = kv.second.cast<bool>();
+    else if (key == "non_blocking") non_blocking = kv.second.cast<bool>();
+    else if (key == "memory_format") continue;
+    else fail(ErrorKind::Type, "[to] got an unexpected keyword argument '", key, "'");
+  }
+  Tensor out = self;
+  if (device && *device != out.device()) out = to_device(out, *device, non_blocking);
+  else if (copy && !(dtype && *dtype != out.dtype())) out = clone(out);
+  if (dtype) out = to_dtype(out, *dtype);
+  return out;
+}
+
+}  // namespace
+
+void init_tensor(py::module_& m, TensorClass& cls) {
+  cls.def(py::init([](py::object data) {
+            if (data.is_none()) return tensor_from_data(py::list(), DType::Float32, "Tensor").impl_ptr();
+            // kiln.Tensor(data) makes float32, like torch.Tensor; Tensor(t) aliases t.
+            if (py::isinstance<TensorImpl>(data)) return detach(data.cast<Tensor>()).impl_ptr();
+            return tensor_from_data(data, DType::Float32, "Tensor").impl_ptr();
+          }),
+          py::arg("data") = py::none())
+      .def_property_readonly("shape", [](const Tensor& t) { return make_size(t.sizes()); })
+      .def("size",
+           [](const Tensor& t, py::object dim) -> py::object {
+             if (dim.is_none()) return make_size(t.sizes());
+             return py::int_(t.size(dim.cast<int64_t>()));
+           },
+           py::arg("dim") = py::none())
+      .def("stride",
+           [](const Tensor& t, py::object dim) -> py::object {
+             if (dim.is_none()) return py::tuple(py::cast(t.strides()));
+             return py::int_(t.stride(dim.cast<int64_t>()));
+           },
+           py::arg("dim") = py::none())
+      .def_property_readonly("dtype", [](const Tensor& t) { return t.dtype(); })
+      .def_property_readonly("device", [](const Tensor& t) { return t.device(); })
+      .def_property_readonly("ndim", [](const Tensor& t) { return t.dim(); })
+      .def_property_readonly("is_cuda", [](const Tensor& t) { return t.device().is_cuda(); })
+      .def_property_readonly("is_cpu", [](const Tensor& t) { return t.device().is_cpu(); })
+      .def_property_readonly("_version", [](const Tensor& t) { return t.version(); })
+      .def_property_readonly("itemsize", [](const Tensor& t) { return t.itemsize(); })
+      .def_property_readonly("nbytes", [](const Tensor& t) { return t.itemsize() * t.numel(); })
+      .def("dim", [](const Tensor& t) { return t.dim(); })
+      .def("ndimension", [](const Tensor& t) { return t.dim(); })
+      .def("numel", [](const Tensor& t) { return t.numel(); })
+      .def("nelement", [](const Tensor& t) { return t.numel(); })
+      .def("element_size", [](const Tensor& t) { return t.itemsize(); })
+      .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("is_contiguous", [](const Tensor& t, py::kwargs) { return t.is_contiguous(); })
+      .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
+      .def("get_device", [](const Tensor& t) { return t.device().is_cpu() ? -1 : int(t.device().index); })
+      .def("contiguous", [](const Tensor& t, py::kwargs) { return contiguous(t); })
+      .def("clone", [](const Tensor& t, py::kwargs) { return clone(t); })
+      .def("detach", [](const Tensor& t) { return detach(t); })
+      .def("copy_", [](const Tensor& self, py::object src, bool) {
+             return copy_(self, to_tensor_arg(src, "copy_", "src"));
+           }, py::arg("src"), py::arg("non_blocking") = false)
+      .def("item", [](const Tensor& t) { return item(t); })
+      .def("tolist", [](const Tensor& t) { return to_list(t); })
+      .def("numpy", [](const Tensor& t, bool force) {
+             return to_numpy(force ? detach(t) : t);
+           }, py::arg("force") = false)
+      .def("__array__", [](const Tensor& t, py::object dtype, py::object) {
+             py::object a = to_numpy(detach(t));
+             return dtype.is_none() ? a : a.attr("astype")(dtype);
+           }, py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def("to", &tensor_to)
+      .def("cpu", [](const Tensor& t) { return to_device(t, Device()); })
+      .def("cuda", [](const Tensor& t, py::object device, bool non_blocking) {
+             Device d(DeviceType::CUDA, 0);
+             if (!device.is_none()) d = parse_device(device, "cuda");
+             if (d.is_cpu()) d = Device(DeviceType::CUDA, 0);
+             return to_device(t, d, non_blocking);
+           }, py::arg("device") = py::none(), py::arg("non_blocking") = false)
+      .def("type_as", [](const Tensor& t, const Tensor& o) { return to_dtype(t, o.dtype()); })
+      .def("__len__", [](const Tensor& t) {
+             KILN_CHECK(t.dim() > 0, Type, "len() of a 0-d tensor");
+             return t.size(0);
+           })
+      .def("__bool__", [](const Tensor& t) {
+             KILN_CHECK(t.numel() == 1, Runtime, "Boolean value of Tensor with ", t.numel(),
+                        " values is ambiguous");
+             return item(t).cast<bool>();
+           })
+      .def("__float__", [](const Tensor& t) { return item(t).cast<double>(); })
+      .def("__int__", [](const Tensor& t) { return py::int_(item(t)); })
+      .def("__index__", [](const Tensor& t) {
+             KILN_CHECK(!is_floating(t.dtype()) && t.dtype() != DType::Bool && t.numel() == 1,
+                        Type, "only integer tensors of a single element can be converted to an "
+                        "index");
+             return item(t);
+           })
+      .def("__hash__", [](py::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); })
+      .def_property_readonly_static("__array_priority__", [](py::object) { return 1000; });
+
+  m.def("from_numpy", [](py::object a) { return from_numpy(a); }, py::arg("ndarray"));
+  m.def("tensor", [](py::object data, py::object dtype, py::object device, bool requires_grad,
+                     bool pin_memory) {
+          Tensor t = tensor_from_data(data, parse_dtype(dtype, "tensor"), "tensor");
+          Device d = parse_device(device, "tensor");
+          if (d != t.device()) t = to_device(t, d);
+          if (requires_grad) t.set_requires_grad(true);
+          return t;
+        },
+        py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(),
+        py::arg("device") = py::none(), py::arg("requires_grad") = false,
+        py::arg("pin_memory") = false);
+  m.def("as_tensor", [](py::object data, py::object dtype, py::object device) {
+          std::optional<DType> dt = parse_dtype(dtype, "as_tensor");
+          Device d = parse_device(device, "as_tensor");
+          Tensor t;
+          if (py::isinstance<TensorImpl>(data)) t = data.cast<Tensor>();
+          else if (py::isinstance<py::array>(data)) t = from_numpy(data);
+          else t = tensor_from_data(data, dt, "as_tensor");
+          if (dt && *dt != t.dtype()) t = to_dtype(t, *dt);
+          if (!device.is_none() && d != t.device()) t = to_device(t, d);
+          return t;
+        },
+        py::arg("data"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+  m.def("is_tensor", [](py::handle h) { return py::isinstance<TensorImpl>(h); });
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,28 @@
+// The init_* functions, one per binding file; bind_module.cpp calls them in order.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace kiln::python {
+
+using TensorClass = pybind11::class_<TensorImpl, std::shared_ptr<TensorImpl>>;
+
+void init_errors(pybind11::module_& m);
+void init_dtype_device(pybind11::module_& m);
+void init_tensor(pybind11::module_& m, TensorClass& cls);
+void init_creation(pybind11::module_& m, TensorClass& cls);
+void init_elementwise(pybind11::module_& m, TensorClass& cls);
+void init_view(pybind11::module_& m, TensorClass& cls);
+void init_reduce(pybind11::module_& m, TensorClass& cls);
+void init_linalg(pybind11::module_& m, TensorClass& cls);
+void init_index(pybind11::module_& m, TensorClass& cls);
+void init_nn(pybind11::module_& m, TensorClass& cls);
+void init_random(pybind11::module_& m, TensorClass& cls);
+void init_autograd(pybind11::module_& m, TensorClass& cls);
+void init_cuda(pybind11::module_& m);
+
+}  // namespace kiln::python

@@ -1,0 +1,219 @@
+#include "python/convert.h"
+
+#include <pybind11/numpy.h>
+
+#include <vector>
+
+#include "core/error.h"
+#include "ops/backend.h"
+#include "ops/copy.h"
+#include "ops/cpu/convert.h"
+#include "ops/dispatch.h"
+#include "python/casters.h"
+
+namespace kiln::python {
+
+namespace {
+
+bool dtype_from_numpy(const py::dtype& dt, DType* out) {
+  const char kind = dt.kind();
+  const auto size = dt.itemsize();
+  const char order = dt.byteorder();
+  if (order == '>') return false;  // only native little-endian data is viewed
+  switch (kind) {
+    case 'b': *out = DType::Bool; return true;
+    case 'u':
+      if (size == 1) { *out = DType::UInt8; return true; }
+      return false;
+    case 'i':
+      switch (size) {
+        case 1: *out = DType::Int8; return true;
+        case 2: *out = DType::Int16; return true;
+        case 4: *out = DType::Int32; return true;
+        case 8: *out = DType::Int64; return true;
+      }
+      return false;
+    case 'f':
+      switch (size) {
+        case 2: *out = DType::Float16; return true;
+        case 4: *out = DType::Float32; return true;
+        case 8: *out = DType::Float64; return true;
+      }
+      return false;
+  }
+  return false;
+}
+
+// One flattened leaf of nested Python data.
+struct Leaves {
+  std::vector<Scalar> values;
+  bool any_float = false, any_int = false;
+};
+
+void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* op) {
+  if (py::isinstance<TensorImpl>(h)) {
+    Tensor t = h.cast<Tensor>();
+    KILN_CHECK(t.numel() == 1 && t.dim() == 0, Value, "[", op,
+               "] only one element tensors can be converted to Python scalars; got a tensor of "
+               "shape ", t.sizes(), " inside a list (use kiln.stack for lists of tensors)");
+    py::object v = item(t);
+    walk(v, depth, shape, leaves, op);
+    return;
+  }
+  const bool is_seq = (py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) ||
+                       py::hasattr(h, "__array_interface__")) &&
+                      !py::isinstance<py::str>(h);
+  if (is_seq && py::hasattr(h, "__array_interface__") && py::len(h.attr("shape")) == 0) {
+    walk(h.attr("item")(), depth, shape, leaves, op);  // NumPy scalar or 0-d array
+    return;
+  }
+  if (is_seq) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(h);
+    const int64_t n = static_cast<int64_t>(py::len(seq));
+    if (shape->size() == depth) {
+      shape->push_back(n);
+    } else {
+      KILN_CHECK(shape->size() > depth && (*shape)[depth] == n, Value, "[", op,
+                 "] expected sequence of length ", (*shape)[depth], " at dim ", depth, " (got ", n,
+                 ")");
+    }
+    for (py::handle item : seq) walk(item, depth + 1, shape, leaves, op);
+    return;
+  }
+  KILN_CHECK(shape->size() == depth, Value, "[", op, "] expected a sequence at dim ", depth,
+             " but got a scalar");
+  Scalar s;
+  KILN_CHECK(scalar_from_object(h, &s), Type, "[", op,
+             "] new(): invalid data type '", std::string(py::str(py::type::of(h).attr("__name__"))),
+             "'");
+  leaves->any_float |= s.is_floating();
+  leaves->any_int |= s.is_integral();
+  leaves->values.push_back(s);
+}
+
+}  // namespace
+
+Tensor from_numpy(py::handle obj) {
+  KILN_CHECK(py::isinstance<py::array>(obj), Type, "[from_numpy] expected np.ndarray (got ",
+             std::string(py::str(py::type::of(obj).attr("__name__"))), ")");
+  py::array arr = py::reinterpret_borrow<py::array>(obj);
+  DType dt;
+  KILN_CHECK(dtype_from_numpy(arr.dtype(), &dt), Type, "[from_numpy] can't convert np.ndarray of "
+             "type numpy.", std::string(py::str(arr.dtype())),
+             ". The only supported types are: float64, float32, float16, int64, int32, int16, "
+             "int8, uint8, and bool.");
+  const auto isz = static_cast<int64_t>(itemsize(dt));
+  Shape sizes(arr.ndim()), strides(arr.ndim());
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
+    sizes[i] = arr.shape(i);
+    KILN_CHECK(arr.strides(i) >= 0, Value, "[from_numpy] At least one stride in the given numpy "
+               "array is negative; this is not supported. Call .copy() on the array first.");
+    KILN_CHECK(arr.strides(i) % isz == 0, Value, "[from_numpy] given numpy array strides not a "
+               "multiple of the element byte size. Copy the numpy array to reallocate the memory.");
+    strides[i] = arr.strides(i) / isz;
+  }
+  auto storage = std::make_shared<StorageImpl>();
+  int64_t span = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) span += (sizes[i] - 1) * strides[i];
+  storage->nbytes = static_cast<size_t>(std::max<int64_t>(span, 0) * isz);
+  storage->device = Device();
+  // The storage keeps the array alive; releasing it needs the GIL.
+  auto* owner = new py::object(py::reinterpret_borrow<py::object>(obj));
+  storage->data = std::shared_ptr<void>(const_cast<void*>(arr.data()), [owner](void*) {
+    py::gil_scoped_acquire gil;
+    delete owner;
+  });
+  return make_tensor_from_storage(storage, sizes, strides, 0, dt);
+}
+
+Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char* op) {
+  if (py::isinstance<TensorImpl>(data)) {
+    Tensor t = data.cast<Tensor>();
+    return to_dtype(clone(detach(t)), dtype.value_or(t.dtype()));
+  }
+  if (py::isinstance<py::array>(data)) {
+    Tensor view = from_numpy(data);
+    Tensor out = make_tensor(view.sizes(), dtype.value_or(view.dtype()), Device());
+    backend(Device()).copy(out, view);
+    return out;
+  }
+  Shape shape;
+  Leaves leaves;
+  walk(data, 0, &shape, &leaves, op);
+  DType inferred = leaves.any_float ? DType::Float32
+                   : leaves.any_int ? DType::Int64
+                   : leaves.values.empty() ? DType::Float32
+                                           : DType::Bool;
+  DType dt = dtype.value_or(inferred);
+  Tensor out = make_tensor(shape, dt, Device());
+  dispatch_all(dt, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = out.data<T>();
+    for (size_t i = 0; i < leaves.values.size(); ++i) {
+      const Scalar& s = leaves.values[i];
+      p[i] = s.is_floating() ? cpu::convert<T>(s.to_double()) : cpu::convert<T>(s.to_int());
+    }
+  });
+  return out;
+}
+
+py::object to_numpy(const Tensor& t) {
+  KILN_CHECK(t.device().is_cpu(), Type, "[numpy] can't convert ", t.device(),
+             " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory "
+             "first.");
+  KILN_CHECK(!t.requires_grad(), Runtime, "[numpy] Can't call numpy() on Tensor that requires "
+             "grad. Use tensor.detach().numpy() instead.");
+  KILN_CHECK(t.dtype() != DType::BFloat16, Type, "[numpy] Got unsupported ScalarType BFloat16 "
+             "(NumPy has no bfloat16); convert with .float() first.");
+  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());
+  std::vector<py::ssize_t> strides;
+  for (int64_t s : t.strides()) strides.push_back(s * static_cast<int64_t>(t.itemsize()));
+  // The capsule keeps the storage alive as long as the array exists.
+  auto* keep = new Storage(t.storage());
+  py::capsule base(keep, [](void* p) { delete static_cast<Storage*>(p); });
+  return py::array(py::dtype(dtype_name(t.dtype())), shape, strides, t.data_ptr(), base);
+}
+
+py::object item(const Tensor& t) {
+  KILN_CHECK(t.numel() == 1, Runtime, "[item] a Tensor with ", t.numel(),
+             " elements cannot be converted to Scalar");
+  Tensor c = t.device().is_cpu() ? t : to_device(detach(t), Device());
+  return dispatch_all(c.dtype(), "item", [&](auto tag) -> py::object {
+    using T = typename decltype(tag)::type;
+    T v = *c.data<T>();
+    if constexpr (std::is_same_v<T, bool>) {
+      return py::bool_(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      return py::int_(static_cast<int64_t>(v));
+    } else {
+      return py::float_(static_cast<double>(v));
+    }
+  });
+}
+
+py::object to_list(const Tensor& t) {
+  Tensor c = t.device().is_cpu() ? t : to_device(detach(t), Device());
+  return dispatch_all(c.dtype(), "tolist", [&](auto tag) -> py::object {
+    using T = typename decltype(tag)::type;
+    auto leaf = [](T v) -> py::object {
+      if constexpr (std::is_same_v<T, bool>) {
+        return py::bool_(v);
+      } else if constexpr (std::is_integral_v<T>) {
+        return py::int_(static_cast<int64_t>(v));
+      } else {
+        return py::float_(static_cast<double>(v));
+      }
+    };
+    const char* base = static_cast<const char*>(c.data_ptr());
+    std::function<py::object(int64_t, int64_t)> rec = [&](int64_t d, int64_t off) -> py::object {
+      if (d == c.dim()) return leaf(*reinterpret_cast<const T*>(base + off * sizeof(T)));
+      py::list l(c.sizes()[d]);
+      for (int64_t i = 0; i < c.sizes()[d]; ++i)
+        l[i] = rec(d + 1, off + i * c.strides()[d]);
+      return std::move(l);
+    };
+    return rec(0, 0);
+  });
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,43 @@
+"""kiln: a deep-learning framework with a C++17/CUDA core and PyTorch's API.
+
+The Tensor class and every op live in the C++ extension ``kiln._C``; this
+package re-exports them and adds the pure-Python parts (grad-mode context
+managers, nn, optim, data utilities).
+"""
+
+from kiln import _C
+from kiln._C import *  # noqa: F401,F403  (ops, dtypes, Tensor, device)
+from kiln._C import Tensor, device, dtype  # noqa: F401
+from kiln._size import Size  # noqa: F401
+from kiln import _tensor  # noqa: F401  (Python-side Tensor methods: repr, iteration)
+from kiln.autograd.grad_mode import (  # noqa: F401
+    enable_grad,
+    inference_mode,
+    no_grad,
+    set_grad_enabled,
+)
+from kiln.random import (  # noqa: F401
+    Generator,
+    default_generator,
+    initial_seed,
+    manual_seed,
+    seed,
+)
+from kiln import autograd, cuda, nn  # noqa: F401
+
+OutOfMemoryError = _C.OutOfMemoryError
+is_grad_enabled = _C.is_grad_enabled
+
+__version__ = "0.1.0"
+
+
+def get_default_dtype():
+    return float32
+
+
+def is_floating_point(input):
+    return input.is_floating_point()
+
+
+def numel(input):
+    return input.numel()

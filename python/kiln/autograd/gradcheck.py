@@ -1,0 +1,64 @@
+"""gradcheck: compares autograd's Jacobian with central finite differences."""
+
+import numpy as np
+
+from kiln import _C
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _flat_outputs(fn, inputs):
+    return [o for o in _as_tuple(fn(*inputs)) if isinstance(o, _C.Tensor)]
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, **_ignored):
+    """True when d(func)/d(inputs) from backward matches finite differences.
+
+    Inputs that require grad must be float64 (as in PyTorch: float32 finite
+    differences are too noisy to check anything).
+    """
+    inputs = _as_tuple(inputs)
+    diff_inputs = [t for t in inputs if isinstance(t, _C.Tensor) and t.requires_grad]
+    for t in diff_inputs:
+        if t.dtype != _C.float64:
+            raise ValueError(f"[gradcheck] inputs requiring grad must be float64, got {t.dtype}")
+    outputs = _flat_outputs(func, inputs)
+
+    for oi, out in enumerate(outputs):
+        if not out.requires_grad:
+            continue
+        n_out = out.numel()
+        # Analytical Jacobian, one row per output element.
+        analytical = [np.zeros((n_out, t.numel())) for t in diff_inputs]
+        for j in range(n_out):
+            onehot = np.zeros(n_out, dtype=np.float64)
+            onehot[j] = 1.0
+            g = _C.from_numpy(onehot.reshape(tuple(out.shape))).to(out.dtype)
+            grads = _C._grad([out], diff_inputs, [g], True, False, True)
+            for k, gk in enumerate(grads):
+                if gk is not None:
+                    analytical[k][j] = gk.contiguous().view(-1).numpy()
+        # Numerical Jacobian, one column per input element.
+        for k, t in enumerate(diff_inputs):
+            if not t.is_contiguous():
+                raise ValueError("[gradcheck] inputs must be contiguous")
+            # A NumPy view of the input's memory: perturbing it perturbs the input.
+            flat = t.detach().numpy().reshape(-1)
+            numerical = np.zeros((n_out, t.numel()))
+            for i in range(t.numel()):
+                orig = flat[i]
+                flat[i] = orig + eps
+                plus = _flat_outputs(func, inputs)[oi].detach().numpy().astype(np.float64).ravel()
+                flat[i] = orig - eps
+                minus = _flat_outputs(func, inputs)[oi].detach().numpy().astype(np.float64).ravel()
+                flat[i] = orig
+                numerical[:, i] = (plus - minus) / (2 * eps)
+            if not np.allclose(analytical[k], numerical, atol=atol, rtol=rtol):
+                if raise_exception:
+                    raise RuntimeError(
+                        f"[gradcheck] Jacobian mismatch for output {oi} with respect to input {k},\n"
+                        f"numerical:{numerical}\nanalytical:{analytical[k]}")
+                return False
+    return True

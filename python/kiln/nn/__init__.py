@@ -1,0 +1,3 @@
+"""kiln.nn: modules arrive with the training API; functional ops are here now."""
+
+from kiln.nn import functional  # noqa: F401

@@ -1,0 +1,72 @@
+"""Shared test helpers: run the same function in kiln and a reference
+(NumPy here, PyTorch on the GPU machine), forward and backward."""
+
+import numpy as np
+
+import kiln
+
+RNG = np.random.default_rng(0)
+
+# Tolerances per dtype for comparisons against float64 NumPy references.
+TOL = {
+    kiln.float64: (1e-10, 1e-10),
+    kiln.float32: (1e-5, 1e-5),
+    kiln.float16: (1e-2, 1e-2),
+    kiln.bfloat16: (5e-2, 5e-2),
+}
+
+NP_DTYPE = {
+    kiln.float64: np.float64,
+    kiln.float32: np.float32,
+    kiln.float16: np.float16,
+    kiln.int64: np.int64,
+    kiln.int32: np.int32,
+    kiln.int16: np.int16,
+    kiln.int8: np.int8,
+    kiln.uint8: np.uint8,
+    kiln.bool: np.bool_,
+}
+
+
+def rand(*shape, dtype=np.float64, low=-2.0, high=2.0):
+    """Random NumPy data of a given shape (never all zeros)."""
+    if dtype == np.bool_:
+        return RNG.random(shape) > 0.5
+    if np.issubdtype(dtype, np.integer):
+        return RNG.integers(-5 if np.issubdtype(dtype, np.signedinteger) else 0, 6, size=shape).astype(dtype)
+    return RNG.uniform(low, high, size=shape).astype(dtype)
+
+
+def to_kiln(a, dtype=None, requires_grad=False):
+    t = kiln.tensor(a) if dtype is None else kiln.tensor(a, dtype=dtype)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def noncontig(a):
+    """The same values as `a`, as a non-contiguous kiln tensor (transposed storage)."""
+    t = kiln.tensor(np.ascontiguousarray(np.swapaxes(a, 0, -1))).transpose(0, -1)
+    assert not t.is_contiguous() or t.dim() < 2 or min(t.shape) <= 1
+    return t
+
+
+def assert_close(actual, expected, dtype=kiln.float64, atol=None, rtol=None):
+    """Compares a kiln tensor (or number) with a NumPy array, values and shape."""
+    a_tol, r_tol = TOL.get(dtype, (0, 0))
+    atol = a_tol if atol is None else atol
+    rtol = r_tol if rtol is None else rtol
+    if isinstance(actual, kiln.Tensor):
+        assert tuple(actual.shape) == tuple(np.shape(expected)), (actual.shape, np.shape(expected))
+        got = actual.detach().float().numpy() if actual.dtype in (kiln.bfloat16,) else actual.detach().numpy()
+    else:
+        got = np.asarray(actual)
+    np.testing.assert_allclose(got.astype(np.float64) if got.dtype != np.bool_ else got,
+                               np.asarray(expected).astype(got.dtype if got.dtype == np.bool_ else np.float64),
+                               atol=atol, rtol=rtol, equal_nan=True)
+
+
+def gradcheck(fn, *arrays):
+    """Float64 finite-difference check of fn's gradients at the given NumPy inputs."""
+    inputs = [kiln.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
+    assert kiln.autograd.gradcheck(fn, inputs)
