@@ -520,6 +520,7 @@ void check_mask_value(const Tensor& mask, const Tensor& value, const char* op) {
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
   check_mask_value(mask, value, "masked_fill");
+  broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill");
   return where(mask, to_dtype(value, self.dtype()), self);
 }
 

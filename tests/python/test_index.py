@@ -22,7 +22,7 @@ def test_basic_matches_numpy_and_is_view(idx):
     r = x[idx]
     assert_close(r, a[idx])
     if r.numel():
-        r.fill_(7.0) if r.dim() else r.fill_(7.0)
+        r.fill_(7.0)
         b = a.copy()
         b[idx] = 7.0
         assert_close(x, b)
@@ -89,7 +89,7 @@ def test_bool_masks():
     assert_close(x[x > 0], a[a > 0])
     assert_close(x[[True, False, True]], a[[True, False, True]])
     assert_close(x[np.array([True, False, True])], a[np.array([True, False, True])])
-    assert_close(x[kiln.tensor(m1.astype(np.uint8)).bool()], a[:, :, :][m1[None].repeat(3, 0)])
+    assert_close(x[kiln.tensor(m2.astype(np.uint8))], a[m2])
 
 
 def test_bool_scalars_and_0d_tensors():
@@ -109,7 +109,7 @@ def test_numpy_integer_index_is_view():
     x = kiln.tensor(rand(3, 2))
     r = x[np.int64(1)]
     r.fill_(0.0)
-    assert (x[1] == 0).all()
+    assert x[1].tolist() == [0.0, 0.0]
 
 
 def test_empty_results():
@@ -124,17 +124,17 @@ def test_empty_results():
 
 def test_getitem_dtypes():
     for dt in (kiln.int64, kiln.bool, kiln.float16, kiln.uint8):
-        a = rand(4, 3, dtype=np.float64) > 0 if dt == kiln.bool else rand(4, 3, dtype=np.int64)
+        a = rand(4, 3, dtype=np.float64) > 0 if dt == kiln.bool else np.abs(rand(4, 3, dtype=np.int64))
         x = kiln.tensor(a).to(dt)
         got = x[[0, 2], 1:]
         assert got.dtype == dt
-        np.testing.assert_array_equal(got.float().numpy(), a[[0, 2], 1:].astype(np.float32))
+        np.testing.assert_array_equal(got.to(kiln.float32).numpy(), a[[0, 2], 1:].astype(np.float32))
 
 
 # ---------------------------------------------------------------- __setitem__
 
 SETS = [
-    (1, 3.0), ((slice(None), 2), rand(3)), ([0, 2], rand(2, 4, 5)), ((0, [1, 1, 3]), 9.0),
+    (1, 3.0), ((slice(None), 2), rand(5)), ([0, 2], rand(2, 4, 5)), ((0, [1, 1, 3]), 9.0),
     ((slice(None), [0, 2], slice(1, 3)), rand(3, 2, 2)), ((Ellipsis, [4, 0]), rand(2)),
     ((None, 1), rand(4, 5)), ((slice(0, 3, 2), slice(None), 1), rand(2, 4)),
 ]
@@ -490,11 +490,11 @@ def test_masked_errors():
     with pytest.raises(RuntimeError, match=r"\[masked_fill\] only supports a 0-dimensional value"):
         x.masked_fill(x > 0, kiln.ones(1))
     with pytest.raises(RuntimeError, match=r"\[masked_fill_\] mask of shape \[2, 3\] cannot be broadcast"):
-        x.masked_fill_(kiln.zeros(2, 3).bool(), 1.0)
+        x.masked_fill_(kiln.zeros(2, 3).to(kiln.bool), 1.0)
     with pytest.raises(RuntimeError, match=r"\[masked_select\] expected a bool tensor"):
         x.masked_select(kiln.zeros(3))
     with pytest.raises(RuntimeError, match=r"\[masked_fill\]"):
-        x.masked_fill(kiln.zeros(4).bool(), 1.0)
+        x.masked_fill(kiln.zeros(4).to(kiln.bool), 1.0)
 
 
 # ---------------------------------------------------------------- nonzero / take / put / index_put
