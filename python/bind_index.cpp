@@ -72,7 +72,7 @@ Indexed apply_index(const Tensor& self, py::handle index) {
       KILN_CHECK(!seen_dots, Index, "[index] an index can only have a single ellipsis ('...')");
       seen_dots = true;
       kinds.push_back(Dots);
-    } else if (PyList_Check(p) || py::isinstance<py::array>(items[i])) {
+    } else if (PyList_Check(p) || PyTuple_Check(p) || py::isinstance<py::array>(items[i])) {
       tensors[i] = index_tensor(items[i]);
       kinds.push_back(Adv);
     } else if (PyIndex_Check(p)) {

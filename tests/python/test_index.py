@@ -51,13 +51,14 @@ ADVANCED = [
     (None, [1, 2], slice(0, 4, 2)),
     ([-1, -3],),
     ([],),
+    ((0, 2, 2),),
 ]
 
 
 @pytest.mark.parametrize("idx", ADVANCED, ids=repr)
 def test_advanced_matches_numpy(idx):
     a = rand(3, 4, 5)
-    np_idx = tuple(np.array(i, dtype=np.int64) if isinstance(i, list) else i
+    np_idx = tuple(np.array(i, dtype=np.int64) if isinstance(i, (list, tuple)) else i
                    for i in (idx if isinstance(idx, tuple) else (idx,)))
     assert_close(kiln.tensor(a)[idx], a[np_idx])
     assert_close(noncontig(a)[idx], a[np_idx])
@@ -566,3 +567,44 @@ def test_double_backward_through_gather():
     (g,) = kiln.autograd.grad(y.sum(), x, create_graph=True)
     g.sum().backward()
     assert x.grad.tolist() == [4.0, 0.0, 2.0]
+
+
+def test_inplace_variants_gradcheck():
+    idx = kiln.tensor([[1, 0, 1]])
+    m = kiln.tensor([[True, False, True], [False, False, True]])
+    gradcheck(lambda x, s: (x * 1).scatter_(0, idx, s), rand(2, 3), rand(1, 3))
+    gradcheck(lambda x, s: (x * 1).scatter_add_(1, idx, s), rand(2, 3), rand(1, 3))
+    gradcheck(lambda x, s: (x * 1).index_add_(0, kiln.tensor([1, 1]), s), rand(2, 3), rand(2, 3))
+    gradcheck(lambda x, v: (x * 1).masked_fill_(m, v), rand(2, 3), np.array(1.5))
+    gradcheck(lambda x, v: (x * 1).index_put_((kiln.tensor([0, 0]),), v, accumulate=True),
+              rand(2, 3), rand(3))
+    gradcheck(lambda x, s: (x * 1).put_(kiln.tensor([5, 0]), s), rand(2, 3), rand(2))
+
+
+def test_setitem_gradcheck():
+    def f(x, v):
+        y = x * 3
+        y[:, [2, 0]] = v
+        y[0, 1:] = 0.5
+        return y
+    gradcheck(f, rand(2, 3), rand(2))
+
+
+def test_half_and_bool_put():
+    x = kiln.zeros(4, dtype=kiln.float16)
+    x[[1, 3]] = 2.5
+    assert x.tolist() == [0.0, 2.5, 0.0, 2.5]
+    b = kiln.zeros(2, 2, dtype=kiln.bool)
+    b[0, [1]] = True
+    assert b.tolist() == [[False, True], [False, False]]
+    acc = kiln.zeros(3, dtype=kiln.int32).index_put((kiln.tensor([2, 2, 0]),), kiln.tensor([1, 1, 1], dtype=kiln.int32), True)
+    assert acc.tolist() == [1, 0, 2]
+
+
+def test_autograd_limits():
+    x = kiln.tensor(rand(2, 3), requires_grad=True)
+    with pytest.raises(NotImplementedError, match=r"\[scatter\] the backward of reduce='multiply'"):
+        x.scatter(0, kiln.tensor([[0]]), kiln.ones(1, 1, dtype=kiln.float64), reduce="multiply")
+    y = x * 2
+    with pytest.raises(NotImplementedError, match=r"\[index_put_\] in-place operation on a view"):
+        y[0][1] = 3.0
