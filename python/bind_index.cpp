@@ -53,6 +53,7 @@ Indexed apply_index(const Tensor& self, py::handle index) {
   enum Kind { Int, Slice, None, Dots, BoolScalar, Adv };
   std::vector<Kind> kinds;
   std::vector<Tensor> tensors(items.size());
+  std::vector<int64_t> ints(items.size());
   int64_t consumed = 0;
   bool seen_dots = false;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -61,8 +62,14 @@ Indexed apply_index(const Tensor& self, py::handle index) {
       kinds.push_back(BoolScalar);
     } else if (py::isinstance<TensorImpl>(p)) {
       tensors[i] = items[i].cast<Tensor>();
-      kinds.push_back(Adv);
+      const DType dt = tensors[i].dtype();
+      // As in PyTorch, a 0-d integer tensor indexes like a Python int (a view).
+      const bool as_int = tensors[i].dim() == 0 && !is_floating(dt) && dt != DType::Bool &&
+                          dt != DType::UInt8;
+      if (as_int) ints[i] = item(tensors[i]).cast<int64_t>();
+      kinds.push_back(as_int ? Int : Adv);
     } else if (PyLong_Check(p)) {
+      ints[i] = py::int_(items[i]).cast<int64_t>();
       kinds.push_back(Int);
     } else if (PySlice_Check(p)) {
       kinds.push_back(Slice);
@@ -76,6 +83,7 @@ Indexed apply_index(const Tensor& self, py::handle index) {
       tensors[i] = index_tensor(items[i]);
       kinds.push_back(Adv);
     } else if (PyIndex_Check(p)) {
+      ints[i] = py::int_(items[i]).cast<int64_t>();
       kinds.push_back(Int);
     } else {
       fail(ErrorKind::Index, "[index] only integers, slices (`:`), ellipsis (`...`), None and "
@@ -95,7 +103,7 @@ Indexed apply_index(const Tensor& self, py::handle index) {
   for (size_t i = 0; i < items.size(); ++i) {
     switch (kinds[i]) {
       case Int: {
-        const int64_t v = py::int_(items[i]).cast<int64_t>(), size = r.view.size(d);
+        const int64_t v = ints[i], size = r.view.size(d);
         KILN_CHECK(v >= -size && v < size, Index, "[index] index ", v,
                    " is out of bounds for dimension ", orig, " with size ", size);
         r.view = select(r.view, d, v);

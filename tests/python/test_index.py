@@ -106,11 +106,14 @@ def test_bool_scalars_and_0d_tensors():
     assert_close(x[kiln.tensor(1)], a[1])
 
 
-def test_numpy_integer_index_is_view():
+@pytest.mark.parametrize("make", [np.int64, lambda i: kiln.tensor(i), lambda i: kiln.tensor(i, dtype=kiln.int32)])
+def test_integer_scalar_index_is_view(make):
     x = kiln.tensor(rand(3, 2))
-    r = x[np.int64(1)]
+    r = x[make(1)]
     r.fill_(0.0)
     assert x[1].tolist() == [0.0, 0.0]
+    x[make(2), make(0)] = 4.0
+    assert x[2, 0].item() == 4.0
 
 
 def test_empty_results():
