@@ -71,8 +71,10 @@ Tensor offsets_for(const Shape& sizes, const Shape& strides, const std::vector<T
     } catch (const Error&) {
       std::string shapes;
       for (int64_t j : pos) shapes += (shapes.empty() ? "" : ", ") + str_cat(idx[j].sizes());
-      fail(ErrorKind::Index, "[", op, "] shape mismatch: indexing tensors could not be broadcast "
-           "together with shapes ", shapes);
+      fail(ErrorKind::Index, "[", op,
+           "] shape mismatch: indexing tensors could not be broadcast "
+           "together with shapes ",
+           shapes);
     }
   }
   Tensor adv;
@@ -114,8 +116,8 @@ Tensor index_offsets(const Tensor& self, const std::vector<Tensor>& indices, con
   std::vector<Tensor> idx;
   int64_t d = 0;
   auto too_many = [&](int64_t need) {
-    KILN_CHECK(d + need <= self.dim(), Index, "[", op, "] too many indices for tensor of dimension ",
-               self.dim());
+    KILN_CHECK(d + need <= self.dim(), Index, "[", op,
+               "] too many indices for tensor of dimension ", self.dim());
   };
   for (const Tensor& raw : indices) {
     if (!raw.defined()) {
@@ -139,8 +141,9 @@ Tensor index_offsets(const Tensor& self, const std::vector<Tensor>& indices, con
       too_many(mask.dim());
       for (int64_t j = 0; j < mask.dim(); ++j)
         KILN_CHECK(mask.size(j) == self.size(d + j), Index, "[", op, "] The shape of the mask ",
-                   mask.sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
-                   self.sizes(), " at index ", d + j);
+                   mask.sizes(), " at index ", j,
+                   " does not match the shape of the indexed tensor ", self.sizes(), " at index ",
+                   d + j);
       Tensor nz = to_device(nonzero(mask), self.device());
       for (int64_t j = 0; j < mask.dim(); ++j, ++d) {
         sizes.push_back(self.size(d));
@@ -206,8 +209,10 @@ Tensor detached_clone(const Tensor& t) {
 }
 
 void check_same_dtype(const Tensor& self, const Tensor& src, const char* op) {
-  KILN_CHECK(self.dtype() == src.dtype(), Runtime, "[", op, "] expected self and source to have "
-             "the same dtype, but got ", self.dtype(), " for self and ", src.dtype(), " for source");
+  KILN_CHECK(self.dtype() == src.dtype(), Runtime, "[", op,
+             "] expected self and source to have "
+             "the same dtype, but got ",
+             self.dtype(), " for self and ", src.dtype(), " for source");
 }
 
 // The geometry of a tensor as the gather/scatter family sees it: 0-d acts as 1-d.
@@ -239,8 +244,10 @@ int64_t check_gather_args(const Tensor& self, int64_t dim, const Tensor& index, 
              "] Expected dtype int64 for index, got ", index.dtype());
   const int64_t d = wrap_dim(dim, self.dim(), op);
   Shape ss = dims_of(self), is = dims_of(index);
-  KILN_CHECK(ss.size() == is.size(), Runtime, "[", op, "] Index tensor must have the same number "
-             "of dimensions as input tensor, got index ", index.sizes(), " and input ", self.sizes());
+  KILN_CHECK(ss.size() == is.size(), Runtime, "[", op,
+             "] Index tensor must have the same number "
+             "of dimensions as input tensor, got index ",
+             index.sizes(), " and input ", self.sizes());
   if (index.numel() == 0) return d;
   for (size_t j = 0; j < ss.size(); ++j)
     KILN_CHECK(static_cast<int64_t>(j) == d || is[j] <= ss[j], Runtime, "[", op,
@@ -248,9 +255,10 @@ int64_t check_gather_args(const Tensor& self, int64_t dim, const Tensor& index, 
                " to be no larger than self ", self.sizes(), " apart from dimension ", d);
   if (src) {
     Shape rs = dims_of(*src);
-    KILN_CHECK(rs.size() == is.size(), Runtime, "[", op, "] Index tensor must have the same "
-               "number of dimensions as src tensor, got index ", index.sizes(), " and src ",
-               src->sizes());
+    KILN_CHECK(rs.size() == is.size(), Runtime, "[", op,
+               "] Index tensor must have the same "
+               "number of dimensions as src tensor, got index ",
+               index.sizes(), " and src ", src->sizes());
     for (size_t j = 0; j < rs.size(); ++j)
       KILN_CHECK(is[j] <= rs[j], Runtime, "[", op, "] Size does not match at dimension ", j,
                  ": expected index ", index.sizes(), " to be no larger than src ", src->sizes());
@@ -273,9 +281,9 @@ Tensor pad_to(const Tensor& g, const Shape& shape) {
   for (int64_t j = 0; j < g.dim(); ++j) {
     Shape s(g.dim(), 1);
     s[j] = g.size(j);
-    ranges.push_back(reshape(arange(Scalar(int64_t(0)), Scalar(g.size(j)), Scalar(int64_t(1)),
-                                    DType::Int64, g.device()),
-                             s));
+    ranges.push_back(reshape(
+        arange(Scalar(int64_t(0)), Scalar(g.size(j)), Scalar(int64_t(1)), DType::Int64, g.device()),
+        s));
   }
   return index_put(zeros(shape, g.dtype(), g.device()), ranges, g);
 }
@@ -341,8 +349,8 @@ Tensor vector_index(const Tensor& index, const char* op) {
 // Offsets of target with the 1-D `index` along dim (index_select / index_add).
 Tensor select_offsets(const Tensor& target, int64_t d, const Tensor& index, const char* op) {
   GradModeGuard no_grad(false);
-  Tensor idx = checked_index(index, target.size(d), d, {op, ErrorKind::Index, false,
-                                                        BoundsStyle::Self}, target.device());
+  Tensor idx = checked_index(index, target.size(d), d,
+                             {op, ErrorKind::Index, false, BoundsStyle::Self}, target.device());
   std::vector<Tensor> all(d);
   all.push_back(idx);
   return index_offsets(target, all, op);
@@ -392,12 +400,13 @@ const Tensor& index_put_(const Tensor& self, const std::vector<Tensor>& indices,
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   const int64_t d = check_gather_args(self, dim, index, nullptr, "gather");
-  Tensor out = index.numel() == 0
-                   ? make_tensor(index.sizes(), self.dtype(), self.device())
-                   : reshape(take_at(self, dim_offsets(self, d, index,
-                                                       {"gather", ErrorKind::Runtime, false}),
-                                     "gather"),
-                             index.sizes());
+  Tensor out =
+      index.numel() == 0
+          ? make_tensor(index.sizes(), self.dtype(), self.device())
+          : reshape(
+                take_at(self, dim_offsets(self, d, index, {"gather", ErrorKind::Runtime, false}),
+                        "gather"),
+                index.sizes());
   if (needs_grad({self})) {
     Shape shape = self.sizes();
     record("gather", {self}, {out}, [index, d, shape](const Grads& g, Node&) -> Grads {
@@ -447,8 +456,10 @@ const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index,
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor idx = vector_index(index, "index_select");
   if (self.dim() == 0) {
-    KILN_CHECK(idx.numel() == 1, Index, "[index_select] index of a 0-d tensor must have one "
-               "element, got ", index.sizes());
+    KILN_CHECK(idx.numel() == 1, Index,
+               "[index_select] index of a 0-d tensor must have one "
+               "element, got ",
+               index.sizes());
     return reshape(index_select(reshape(self, {1}), 0, idx), {});
   }
   const int64_t d = wrap_dim(dim, self.dim(), "index_select");
@@ -474,11 +485,9 @@ void index_add_into(const Tensor& target, int64_t dim, const Tensor& index, cons
              target.sizes());
   Shape want = target.sizes();
   want[d] = idx.numel();
-  KILN_CHECK(shape_numel(want) == source.numel() &&
-                 (source.dim() == 0 || source.sizes() == want),
+  KILN_CHECK(shape_numel(want) == source.numel() && (source.dim() == 0 || source.sizes() == want),
              Runtime, "[", op, "] source ", source.sizes(), " must match self ", target.sizes(),
-             " except along dimension ", d, ", which must have index's ", idx.numel(),
-             " elements");
+             " except along dimension ", d, ", which must have index's ", idx.numel(), " elements");
   GradModeGuard no_grad(false);
   Tensor values = reshape(source, want);
   if (!(alpha.is_integral() && alpha.to_int() == 1)) values = mul(values, alpha);
@@ -501,8 +510,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   return out;
 }
 
-const Tensor& index_add_(const Tensor& self, int64_t dim, const Tensor& index,
-                         const Tensor& source, Scalar alpha) {
+const Tensor& index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                         Scalar alpha) {
   return apply_inplace(
       self, {source}, "index_add_",
       [&](const Tensor& s) { return index_add(s, dim, index, source, alpha); },
@@ -513,8 +522,10 @@ namespace {
 void check_mask_value(const Tensor& mask, const Tensor& value, const char* op) {
   KILN_CHECK(mask.dtype() == DType::Bool, Runtime, "[", op,
              "] only supports boolean masks, but got mask with dtype ", mask.dtype());
-  KILN_CHECK(value.dim() == 0, Runtime, "[", op, "] only supports a 0-dimensional value tensor, "
-             "but got tensor with ", value.dim(), " dimension(s)");
+  KILN_CHECK(value.dim() == 0, Runtime, "[", op,
+             "] only supports a 0-dimensional value tensor, "
+             "but got tensor with ",
+             value.dim(), " dimension(s)");
 }
 }  // namespace
 
@@ -596,9 +607,10 @@ Tensor take(const Tensor& self, const Tensor& index) {
 
 Tensor put(const Tensor& self, const Tensor& index, const Tensor& source, bool accumulate) {
   check_same_dtype(self, source, "put");
-  KILN_CHECK(source.numel() == index.numel(), Runtime, "[put] Expected source and index to have "
-             "the same number of elements, but got source ", source.sizes(), " and index ",
-             index.sizes());
+  KILN_CHECK(source.numel() == index.numel(), Runtime,
+             "[put] Expected source and index to have "
+             "the same number of elements, but got source ",
+             source.sizes(), " and index ", index.sizes());
   Tensor out = detached_clone(self);
   Tensor off = flat_offsets(out, index, "put");
   {
@@ -610,17 +622,16 @@ Tensor put(const Tensor& self, const Tensor& index, const Tensor& source, bool a
     Shape src_shape = source.sizes();
     record("put", {self, source}, {out},
            [index, accumulate, src_shape](const Grads& g, Node&) -> Grads {
-             Tensor gs = accumulate ? g[0]
-                                    : put(g[0], index, zeros(src_shape, g[0].dtype(),
-                                                             g[0].device()));
+             Tensor gs = accumulate
+                             ? g[0]
+                             : put(g[0], index, zeros(src_shape, g[0].dtype(), g[0].device()));
              return {gs, reshape(take(g[0], index), src_shape)};
            });
   }
   return out;
 }
 
-const Tensor& put_(const Tensor& self, const Tensor& index, const Tensor& source,
-                   bool accumulate) {
+const Tensor& put_(const Tensor& self, const Tensor& index, const Tensor& source, bool accumulate) {
   return apply_inplace(
       self, {source}, "put_", [&](const Tensor& s) { return put(s, index, source, accumulate); },
       [&] {

@@ -35,15 +35,14 @@ const Tensor& scatter_(const Tensor& self, int64_t dim, const Tensor& index, con
 const Tensor& scatter_(const Tensor& self, int64_t dim, const Tensor& index, Scalar value,
                        const std::optional<std::string>& reduce = std::nullopt);
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
-const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index,
-                           const Tensor& src);
+const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
 // self with source's slices added at `index` along dim, times alpha.
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                  Scalar alpha = 1);
-const Tensor& index_add_(const Tensor& self, int64_t dim, const Tensor& index,
-                         const Tensor& source, Scalar alpha = 1);
+const Tensor& index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                         Scalar alpha = 1);
 
 // value: a number or a 0-d tensor; mask (bool) broadcasts with self.
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);

@@ -64,8 +64,8 @@ Indexed apply_index(const Tensor& self, py::handle index) {
       tensors[i] = items[i].cast<Tensor>();
       const DType dt = tensors[i].dtype();
       // As in PyTorch, a 0-d integer tensor indexes like a Python int (a view).
-      const bool as_int = tensors[i].dim() == 0 && !is_floating(dt) && dt != DType::Bool &&
-                          dt != DType::UInt8;
+      const bool as_int =
+          tensors[i].dim() == 0 && !is_floating(dt) && dt != DType::Bool && dt != DType::UInt8;
       if (as_int) ints[i] = item(tensors[i]).cast<int64_t>();
       kinds.push_back(as_int ? Int : Adv);
     } else if (PyLong_Check(p)) {
@@ -86,8 +86,10 @@ Indexed apply_index(const Tensor& self, py::handle index) {
       ints[i] = py::int_(items[i]).cast<int64_t>();
       kinds.push_back(Int);
     } else {
-      fail(ErrorKind::Index, "[index] only integers, slices (`:`), ellipsis (`...`), None and "
-           "long or byte tensors are valid indices (got ", type_name(p), ")");
+      fail(ErrorKind::Index,
+           "[index] only integers, slices (`:`), ellipsis (`...`), None and "
+           "long or byte tensors are valid indices (got ",
+           type_name(p), ")");
     }
     Kind k = kinds.back();
     if (k == Int || k == Slice) consumed += 1;
@@ -147,7 +149,8 @@ Indexed apply_index(const Tensor& self, py::handle index) {
 Tensor getitem(const Tensor& self, py::handle index) {
   // Fast path for the most common case.
   if (PyLong_Check(index.ptr()) && !PyBool_Check(index.ptr())) {
-    KILN_CHECK(self.dim() > 0, Index, "[index] invalid index of a 0-dim tensor. Use "
+    KILN_CHECK(self.dim() > 0, Index,
+               "[index] invalid index of a 0-dim tensor. Use "
                "`tensor.item()` in Python to convert a 0-dim tensor to a number");
     const int64_t v = index.cast<int64_t>(), size = self.size(0);
     KILN_CHECK(v >= -size && v < size, Index, "[index] index ", v,
@@ -221,53 +224,74 @@ void init_index(py::module_& m, TensorClass& cls) {
     setitem(self, index, value);
   });
 
-  m.def("gather", [](const Tensor& x, int64_t dim, const Tensor& index, bool) {
-    return gather(x, dim, index);
-  }, py::arg("input"), py::arg("dim"), py::arg("index"), py::kw_only(),
-        py::arg("sparse_grad") = false);
-  cls.def("gather", [](const Tensor& x, int64_t dim, const Tensor& index) {
-    return gather(x, dim, index);
-  }, py::arg("dim"), py::arg("index"));
+  m.def(
+      "gather",
+      [](const Tensor& x, int64_t dim, const Tensor& index, bool) { return gather(x, dim, index); },
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::kw_only(),
+      py::arg("sparse_grad") = false);
+  cls.def(
+      "gather",
+      [](const Tensor& x, int64_t dim, const Tensor& index) { return gather(x, dim, index); },
+      py::arg("dim"), py::arg("index"));
 
   // scatter(dim, index, src) and scatter(dim, index, value): the tensor overload is
   // registered first so a tensor src is never read as a 1-element scalar.
   auto scatter_src = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
-                        py::object reduce) { return scatter(x, dim, index, src, parse_reduce(reduce)); };
+                        py::object reduce) {
+    return scatter(x, dim, index, src, parse_reduce(reduce));
+  };
   auto scatter_val = [](const Tensor& x, int64_t dim, const Tensor& index, Scalar value,
-                        py::object reduce) { return scatter(x, dim, index, value, parse_reduce(reduce)); };
+                        py::object reduce) {
+    return scatter(x, dim, index, value, parse_reduce(reduce));
+  };
   auto scatter_src_ = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
-                         py::object reduce) { return scatter_(x, dim, index, src, parse_reduce(reduce)); };
+                         py::object reduce) {
+    return scatter_(x, dim, index, src, parse_reduce(reduce));
+  };
   auto scatter_val_ = [](const Tensor& x, int64_t dim, const Tensor& index, Scalar value,
-                         py::object reduce) { return scatter_(x, dim, index, value, parse_reduce(reduce)); };
+                         py::object reduce) {
+    return scatter_(x, dim, index, value, parse_reduce(reduce));
+  };
   m.def("scatter", scatter_src, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"),
         py::kw_only(), py::arg("reduce") = py::none());
   m.def("scatter", scatter_val, py::arg("input"), py::arg("dim"), py::arg("index"),
         py::arg("value"), py::kw_only(), py::arg("reduce") = py::none());
   cls.def("scatter", scatter_src, py::arg("dim"), py::arg("index"), py::arg("src"), py::kw_only(),
           py::arg("reduce") = py::none());
-  cls.def("scatter", scatter_val, py::arg("dim"), py::arg("index"), py::arg("value"),
-          py::kw_only(), py::arg("reduce") = py::none());
-  cls.def("scatter_", scatter_src_, py::arg("dim"), py::arg("index"), py::arg("src"),
-          py::kw_only(), py::arg("reduce") = py::none());
+  cls.def("scatter", scatter_val, py::arg("dim"), py::arg("index"), py::arg("value"), py::kw_only(),
+          py::arg("reduce") = py::none());
+  cls.def("scatter_", scatter_src_, py::arg("dim"), py::arg("index"), py::arg("src"), py::kw_only(),
+          py::arg("reduce") = py::none());
   cls.def("scatter_", scatter_val_, py::arg("dim"), py::arg("index"), py::arg("value"),
           py::kw_only(), py::arg("reduce") = py::none());
 
-  m.def("scatter_add", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-    return scatter_add(x, dim, index, src);
-  }, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
-  cls.def("scatter_add", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-    return scatter_add(x, dim, index, src);
-  }, py::arg("dim"), py::arg("index"), py::arg("src"));
-  cls.def("scatter_add_", [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-    return scatter_add_(x, dim, index, src);
-  }, py::arg("dim"), py::arg("index"), py::arg("src"));
+  m.def(
+      "scatter_add",
+      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+        return scatter_add(x, dim, index, src);
+      },
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
+  cls.def(
+      "scatter_add",
+      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+        return scatter_add(x, dim, index, src);
+      },
+      py::arg("dim"), py::arg("index"), py::arg("src"));
+  cls.def(
+      "scatter_add_",
+      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+        return scatter_add_(x, dim, index, src);
+      },
+      py::arg("dim"), py::arg("index"), py::arg("src"));
 
-  m.def("index_select", [](const Tensor& x, int64_t dim, const Tensor& index) {
-    return index_select(x, dim, index);
-  }, py::arg("input"), py::arg("dim"), py::arg("index"));
-  cls.def("index_select", [](const Tensor& x, int64_t dim, const Tensor& index) {
-    return index_select(x, dim, index);
-  }, py::arg("dim"), py::arg("index"));
+  m.def(
+      "index_select",
+      [](const Tensor& x, int64_t dim, const Tensor& index) { return index_select(x, dim, index); },
+      py::arg("input"), py::arg("dim"), py::arg("index"));
+  cls.def(
+      "index_select",
+      [](const Tensor& x, int64_t dim, const Tensor& index) { return index_select(x, dim, index); },
+      py::arg("dim"), py::arg("index"));
 
   auto index_add_fn = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                          Scalar alpha) { return index_add(x, dim, index, source, alpha); };
@@ -275,18 +299,22 @@ void init_index(py::module_& m, TensorClass& cls) {
         py::arg("source"), py::kw_only(), py::arg("alpha") = Scalar(1));
   cls.def("index_add", index_add_fn, py::arg("dim"), py::arg("index"), py::arg("source"),
           py::kw_only(), py::arg("alpha") = Scalar(1));
-  cls.def("index_add_", [](const Tensor& x, int64_t dim, const Tensor& index,
-                           const Tensor& source, Scalar alpha) {
-    return index_add_(x, dim, index, source, alpha);
-  }, py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(),
-          py::arg("alpha") = Scalar(1));
+  cls.def(
+      "index_add_",
+      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+        return index_add_(x, dim, index, source, alpha);
+      },
+      py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(),
+      py::arg("alpha") = Scalar(1));
 
   // masked_fill's value: a number, or a 0-d tensor (which may require grad).
   auto fill_value = [](const Tensor& x, py::handle value) {
     if (py::isinstance<TensorImpl>(value)) return value.cast<Tensor>();
     Scalar s;
-    KILN_CHECK(scalar_from_object(value, &s), Type, "[masked_fill] value must be a number or a "
-               "0-d tensor, not ", type_name(value));
+    KILN_CHECK(scalar_from_object(value, &s), Type,
+               "[masked_fill] value must be a number or a "
+               "0-d tensor, not ",
+               type_name(value));
     return scalar_tensor(s, x.dtype());
   };
   auto masked_fill_fn = [fill_value](const Tensor& x, const Tensor& mask, py::object value) {
@@ -294,15 +322,19 @@ void init_index(py::module_& m, TensorClass& cls) {
   };
   m.def("masked_fill", masked_fill_fn, py::arg("input"), py::arg("mask"), py::arg("value"));
   cls.def("masked_fill", masked_fill_fn, py::arg("mask"), py::arg("value"));
-  cls.def("masked_fill_", [fill_value](const Tensor& x, const Tensor& mask, py::object value) {
-    return masked_fill_(x, mask, fill_value(x, value));
-  }, py::arg("mask"), py::arg("value"));
+  cls.def(
+      "masked_fill_",
+      [fill_value](const Tensor& x, const Tensor& mask, py::object value) {
+        return masked_fill_(x, mask, fill_value(x, value));
+      },
+      py::arg("mask"), py::arg("value"));
 
-  m.def("masked_select", [](const Tensor& x, const Tensor& mask) { return masked_select(x, mask); },
-        py::arg("input"), py::arg("mask"));
-  cls.def("masked_select", [](const Tensor& x, const Tensor& mask) {
-    return masked_select(x, mask);
-  }, py::arg("mask"));
+  m.def(
+      "masked_select", [](const Tensor& x, const Tensor& mask) { return masked_select(x, mask); },
+      py::arg("input"), py::arg("mask"));
+  cls.def(
+      "masked_select", [](const Tensor& x, const Tensor& mask) { return masked_select(x, mask); },
+      py::arg("mask"));
 
   auto nonzero_fn = [](const Tensor& x, bool as_tuple) -> py::object {
     if (as_tuple) return py::tuple(py::cast(nonzero_tuple(x)));
@@ -311,29 +343,49 @@ void init_index(py::module_& m, TensorClass& cls) {
   m.def("nonzero", nonzero_fn, py::arg("input"), py::kw_only(), py::arg("as_tuple") = false);
   cls.def("nonzero", nonzero_fn, py::kw_only(), py::arg("as_tuple") = false);
 
-  m.def("take", [](const Tensor& x, const Tensor& index) { return take(x, index); },
-        py::arg("input"), py::arg("index"));
-  cls.def("take", [](const Tensor& x, const Tensor& index) { return take(x, index); },
-          py::arg("index"));
-  m.def("put", [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
-    return put(x, index, source, accumulate);
-  }, py::arg("input"), py::arg("index"), py::arg("source"), py::arg("accumulate") = false);
-  cls.def("put", [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
-    return put(x, index, source, accumulate);
-  }, py::arg("index"), py::arg("source"), py::arg("accumulate") = false);
-  cls.def("put_", [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
-    return put_(x, index, source, accumulate);
-  }, py::arg("index"), py::arg("source"), py::arg("accumulate") = false);
+  m.def(
+      "take", [](const Tensor& x, const Tensor& index) { return take(x, index); }, py::arg("input"),
+      py::arg("index"));
+  cls.def(
+      "take", [](const Tensor& x, const Tensor& index) { return take(x, index); },
+      py::arg("index"));
+  m.def(
+      "put",
+      [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
+        return put(x, index, source, accumulate);
+      },
+      py::arg("input"), py::arg("index"), py::arg("source"), py::arg("accumulate") = false);
+  cls.def(
+      "put",
+      [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
+        return put(x, index, source, accumulate);
+      },
+      py::arg("index"), py::arg("source"), py::arg("accumulate") = false);
+  cls.def(
+      "put_",
+      [](const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
+        return put_(x, index, source, accumulate);
+      },
+      py::arg("index"), py::arg("source"), py::arg("accumulate") = false);
 
-  m.def("index_put", [](const Tensor& x, py::object indices, const Tensor& values, bool acc) {
-    return index_put(x, parse_indices(indices), values, acc);
-  }, py::arg("input"), py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
-  cls.def("index_put", [](const Tensor& x, py::object indices, const Tensor& values, bool acc) {
-    return index_put(x, parse_indices(indices), values, acc);
-  }, py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
-  cls.def("index_put_", [](const Tensor& x, py::object indices, const Tensor& values, bool acc) {
-    return index_put_(x, parse_indices(indices), values, acc);
-  }, py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
+  m.def(
+      "index_put",
+      [](const Tensor& x, py::object indices, const Tensor& values, bool acc) {
+        return index_put(x, parse_indices(indices), values, acc);
+      },
+      py::arg("input"), py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
+  cls.def(
+      "index_put",
+      [](const Tensor& x, py::object indices, const Tensor& values, bool acc) {
+        return index_put(x, parse_indices(indices), values, acc);
+      },
+      py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
+  cls.def(
+      "index_put_",
+      [](const Tensor& x, py::object indices, const Tensor& values, bool acc) {
+        return index_put_(x, parse_indices(indices), values, acc);
+      },
+      py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
 }
 
 }  // namespace kiln::python
