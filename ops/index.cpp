@@ -72,8 +72,7 @@ Tensor offsets_for(const Shape& sizes, const Shape& strides, const std::vector<T
       std::string shapes;
       for (int64_t j : pos) shapes += (shapes.empty() ? "" : ", ") + str_cat(idx[j].sizes());
       fail(ErrorKind::Index, "[", op,
-           "] shape mismatch: indexing tensors could not be broadcast "
-           "together with shapes ",
+           "] shape mismatch: indexing tensors could not be broadcast together with shapes ",
            shapes);
     }
   }
@@ -210,9 +209,8 @@ Tensor detached_clone(const Tensor& t) {
 
 void check_same_dtype(const Tensor& self, const Tensor& src, const char* op) {
   KILN_CHECK(self.dtype() == src.dtype(), Runtime, "[", op,
-             "] expected self and source to have "
-             "the same dtype, but got ",
-             self.dtype(), " for self and ", src.dtype(), " for source");
+             "] expected self and source to have the same dtype, but got ", self.dtype(),
+             " for self and ", src.dtype(), " for source");
 }
 
 // The geometry of a tensor as the gather/scatter family sees it: 0-d acts as 1-d.
@@ -245,8 +243,7 @@ int64_t check_gather_args(const Tensor& self, int64_t dim, const Tensor& index, 
   const int64_t d = wrap_dim(dim, self.dim(), op);
   Shape ss = dims_of(self), is = dims_of(index);
   KILN_CHECK(ss.size() == is.size(), Runtime, "[", op,
-             "] Index tensor must have the same number "
-             "of dimensions as input tensor, got index ",
+             "] Index tensor must have the same number of dimensions as input tensor, got index ",
              index.sizes(), " and input ", self.sizes());
   if (index.numel() == 0) return d;
   for (size_t j = 0; j < ss.size(); ++j)
@@ -256,8 +253,7 @@ int64_t check_gather_args(const Tensor& self, int64_t dim, const Tensor& index, 
   if (src) {
     Shape rs = dims_of(*src);
     KILN_CHECK(rs.size() == is.size(), Runtime, "[", op,
-               "] Index tensor must have the same "
-               "number of dimensions as src tensor, got index ",
+               "] Index tensor must have the same number of dimensions as src tensor, got index ",
                index.sizes(), " and src ", src->sizes());
     for (size_t j = 0; j < rs.size(); ++j)
       KILN_CHECK(is[j] <= rs[j], Runtime, "[", op, "] Size does not match at dimension ", j,
@@ -457,9 +453,7 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor idx = vector_index(index, "index_select");
   if (self.dim() == 0) {
     KILN_CHECK(idx.numel() == 1, Index,
-               "[index_select] index of a 0-d tensor must have one "
-               "element, got ",
-               index.sizes());
+               "[index_select] index of a 0-d tensor must have one element, got ", index.sizes());
     return reshape(index_select(reshape(self, {1}), 0, idx), {});
   }
   const int64_t d = wrap_dim(dim, self.dim(), "index_select");
@@ -523,9 +517,8 @@ void check_mask_value(const Tensor& mask, const Tensor& value, const char* op) {
   KILN_CHECK(mask.dtype() == DType::Bool, Runtime, "[", op,
              "] only supports boolean masks, but got mask with dtype ", mask.dtype());
   KILN_CHECK(value.dim() == 0, Runtime, "[", op,
-             "] only supports a 0-dimensional value tensor, "
-             "but got tensor with ",
-             value.dim(), " dimension(s)");
+             "] only supports a 0-dimensional value tensor, but got tensor with ", value.dim(),
+             " dimension(s)");
 }
 }  // namespace
 
@@ -608,8 +601,7 @@ Tensor take(const Tensor& self, const Tensor& index) {
 Tensor put(const Tensor& self, const Tensor& index, const Tensor& source, bool accumulate) {
   check_same_dtype(self, source, "put");
   KILN_CHECK(source.numel() == index.numel(), Runtime,
-             "[put] Expected source and index to have "
-             "the same number of elements, but got source ",
+             "[put] Expected source and index to have the same number of elements, but got source ",
              source.sizes(), " and index ", index.sizes());
   Tensor out = detached_clone(self);
   Tensor off = flat_offsets(out, index, "put");

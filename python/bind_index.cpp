@@ -87,8 +87,8 @@ Indexed apply_index(const Tensor& self, py::handle index) {
       kinds.push_back(Int);
     } else {
       fail(ErrorKind::Index,
-           "[index] only integers, slices (`:`), ellipsis (`...`), None and "
-           "long or byte tensors are valid indices (got ",
+           "[index] only integers, slices (`:`), ellipsis (`...`), None and long or byte tensors "
+           "are valid indices (got ",
            type_name(p), ")");
     }
     Kind k = kinds.back();
@@ -150,8 +150,8 @@ Tensor getitem(const Tensor& self, py::handle index) {
   // Fast path for the most common case.
   if (PyLong_Check(index.ptr()) && !PyBool_Check(index.ptr())) {
     KILN_CHECK(self.dim() > 0, Index,
-               "[index] invalid index of a 0-dim tensor. Use "
-               "`tensor.item()` in Python to convert a 0-dim tensor to a number");
+               "[index] invalid index of a 0-dim tensor. Use `tensor.item()` in Python to convert "
+               "a 0-dim tensor to a number");
     const int64_t v = index.cast<int64_t>(), size = self.size(0);
     KILN_CHECK(v >= -size && v < size, Index, "[index] index ", v,
                " is out of bounds for dimension 0 with size ", size);
@@ -312,9 +312,7 @@ void init_index(py::module_& m, TensorClass& cls) {
     if (py::isinstance<TensorImpl>(value)) return value.cast<Tensor>();
     Scalar s;
     KILN_CHECK(scalar_from_object(value, &s), Type,
-               "[masked_fill] value must be a number or a "
-               "0-d tensor, not ",
-               type_name(value));
+               "[masked_fill] value must be a number or a 0-d tensor, not ", type_name(value));
     return scalar_tensor(s, x.dtype());
   };
   auto masked_fill_fn = [fill_value](const Tensor& x, const Tensor& mask, py::object value) {
