@@ -13,6 +13,8 @@
 namespace kiln {
 
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, All, Any };
+// How index_put combines a value with the element already there.
+enum class PutOp : int8_t { Assign, Add, Mul };
 
 struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
@@ -28,6 +30,17 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+  // Index families work on element offsets from a tensor's data_ptr (so any strides and
+  // views work); offsets are contiguous int64, already bounds-checked by the front end.
+  // out[i] = in[offsets[i]]; out contiguous with offsets' shape, in's dtype.
+  void (*index_take)(const Tensor& out, const Tensor& in, const Tensor& offsets) = nullptr;
+  // self[offsets[i]] (op)= values[i], in order (repeated offsets accumulate for Add/Mul);
+  // values contiguous with offsets' shape and self's dtype.
+  void (*index_put)(PutOp op, const Tensor& self, const Tensor& offsets,
+                    const Tensor& values) = nullptr;
+  // out [n, ndim] int64: coordinates of the true elements of a contiguous bool mask, in
+  // row-major order; n was counted by the front end.
+  void (*nonzero)(const Tensor& out, const Tensor& mask) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

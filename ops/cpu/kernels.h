@@ -15,5 +15,8 @@ void fill_kernel(const Tensor& dst, Scalar value);
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void index_take_kernel(const Tensor& out, const Tensor& in, const Tensor& offsets);
+void index_put_kernel(PutOp op, const Tensor& self, const Tensor& offsets, const Tensor& values);
+void nonzero_kernel(const Tensor& out, const Tensor& mask);
 
 }  // namespace kiln::cpu
