@@ -12,6 +12,10 @@ const Backend& backend() {
     b.where = where_kernel;
     b.reduce = reduce_kernel;
     b.bmm = bmm_kernel;
+    b.triangle = triangle_kernel;
+    b.sort = sort_kernel;
+    b.gather_rows = gather_rows_kernel;
+    b.unique_sorted = unique_sorted_kernel;
     return b;
   }();
   return table;

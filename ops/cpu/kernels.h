@@ -15,5 +15,11 @@ void fill_kernel(const Tensor& dst, Scalar value);
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void triangle_kernel(const Tensor& out, const Tensor& in, int64_t diagonal, bool upper);
+void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending,
+                 int64_t k);
+void gather_rows_kernel(const Tensor& out, const Tensor& src, const Tensor& index, bool scatter);
+int64_t unique_sorted_kernel(const Tensor& out, const Tensor& inverse, const Tensor& counts,
+                             const Tensor& sorted, const Tensor& perm);
 
 }  // namespace kiln::cpu
