@@ -69,10 +69,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                  t.dim(), " (shapes ", ref->sizes(), " and ", t.sizes(), " at position ", i, ")");
       for (int64_t k = 0; k < t.dim(); ++k) {
         KILN_CHECK(k == d || t.sizes()[k] == ref->sizes()[k], Runtime,
-                   "[cat] Sizes of tensors must match except in dimension ", d,
-                   ". Expected size ", ref->sizes()[k], " but got size ", t.sizes()[k],
-                   " for tensor number ", i, " in the list (shapes ", ref->sizes(), " and ",
-                   t.sizes(), ")");
+                   "[cat] Sizes of tensors must match except in dimension ", d, ". Expected size ",
+                   ref->sizes()[k], " but got size ", t.sizes()[k], " for tensor number ", i,
+                   " in the list (shapes ", ref->sizes(), " and ", t.sizes(), ")");
       }
       offsets[i] = shape[d];
       lengths[i] = t.sizes()[d];
@@ -132,9 +131,12 @@ Tensor vstack(const std::vector<Tensor>& tensors) {
   KILN_CHECK(!tensors.empty(), Runtime, "[vstack] expects a non-empty TensorList");
   std::vector<Tensor> ts;
   for (const Tensor& t : tensors) {
-    if (t.dim() == 0) ts.push_back(reshape(t, {1, 1}));
-    else if (t.dim() == 1) ts.push_back(unsqueeze(t, 0));
-    else ts.push_back(t);
+    if (t.dim() == 0)
+      ts.push_back(reshape(t, {1, 1}));
+    else if (t.dim() == 1)
+      ts.push_back(unsqueeze(t, 0));
+    else
+      ts.push_back(t);
   }
   return cat(ts, 0);
 }
@@ -151,8 +153,10 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
                sizes);
     total += s;
   }
-  KILN_CHECK(total == x.sizes()[d], Runtime, "[split] split_with_sizes expects split_sizes to sum "
-             "exactly to ", x.sizes()[d], " (input tensor's size at dimension ", d,
+  KILN_CHECK(total == x.sizes()[d], Runtime,
+             "[split] split_with_sizes expects split_sizes to sum "
+             "exactly to ",
+             x.sizes()[d], " (input tensor's size at dimension ", d,
              "), but got split_sizes=", sizes);
   std::vector<Tensor> out;
   int64_t start = 0;
@@ -180,8 +184,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   KILN_CHECK(x.dim() > 0, Runtime, "[chunk] chunk expects at least a 1-dimensional tensor");
-  KILN_CHECK(chunks > 0, Runtime, "[chunk] chunk expects `chunks` to be greater than 0, got: ",
-             chunks);
+  KILN_CHECK(chunks > 0, Runtime,
+             "[chunk] chunk expects `chunks` to be greater than 0, got: ", chunks);
   int64_t d = wrap_dim(dim, x.dim(), "chunk");
   int64_t n = x.sizes()[d];
   // An empty dim still yields `chunks` (empty) pieces, as in PyTorch.
@@ -236,13 +240,13 @@ void roll_blocks(const Tensor& dst, const Tensor& src, const std::vector<int64_t
 
 Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
   if (dims.empty()) {
-    KILN_CHECK(shifts.size() == 1, Runtime, "[roll] shifts and dimensions must align. shifts: ",
-               shifts.size(), ", dims: 0");
+    KILN_CHECK(shifts.size() == 1, Runtime,
+               "[roll] shifts and dimensions must align. shifts: ", shifts.size(), ", dims: 0");
     return reshape(roll(flatten(x), shifts, {0}), x.sizes());
   }
   KILN_CHECK(shifts.size() == dims.size(), Runtime,
-             "[roll] shifts and dimensions must align. shifts: ", shifts.size(), ", dims: ",
-             dims.size());
+             "[roll] shifts and dimensions must align. shifts: ", shifts.size(),
+             ", dims: ", dims.size());
   // Repeated dims add their shifts; only non-trivial rolls become blocks.
   std::map<int64_t, int64_t> total;
   for (size_t i = 0; i < dims.size(); ++i) total[wrap_dim(dims[i], x.dim(), "roll")] += shifts[i];
@@ -259,9 +263,8 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vect
   if (needs_grad({x})) {
     std::vector<int64_t> back;
     for (int64_t s : shifts) back.push_back(-s);
-    record("roll", {x}, {out}, [back, dims](const Grads& g, Node&) -> Grads {
-      return {roll(g[0], back, dims)};
-    });
+    record("roll", {x}, {out},
+           [back, dims](const Grads& g, Node&) -> Grads { return {roll(g[0], back, dims)}; });
   }
   return out;
 }
@@ -276,8 +279,10 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
   padded.insert(padded.end(), x.sizes().begin(), x.sizes().end());
   Shape out_shape, pairs, unit_pairs;
   for (int64_t i = 0; i < nd; ++i) {
-    KILN_CHECK(repeats[i] >= 0, Runtime, "[repeat] Trying to create tensor with negative "
-               "dimension ", repeats[i], ": repeats ", Shape(repeats));
+    KILN_CHECK(repeats[i] >= 0, Runtime,
+               "[repeat] Trying to create tensor with negative "
+               "dimension ",
+               repeats[i], ": repeats ", Shape(repeats));
     out_shape.push_back(repeats[i] * padded[i]);
     pairs.insert(pairs.end(), {repeats[i], padded[i]});
     unit_pairs.insert(unit_pairs.end(), {1, padded[i]});
@@ -297,7 +302,8 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
 
 Tensor tile(const Tensor& x, const std::vector<int64_t>& dims) {
   std::vector<int64_t> reps(dims);
-  if (static_cast<int64_t>(reps.size()) < x.dim()) reps.insert(reps.begin(), x.dim() - reps.size(), 1);
+  if (static_cast<int64_t>(reps.size()) < x.dim())
+    reps.insert(reps.begin(), x.dim() - reps.size(), 1);
   return repeat(x, reps);
 }
 
@@ -337,6 +343,8 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, tr
 const Tensor& tril_(const Tensor& self, int64_t diagonal) {
   return triangle_(self, diagonal, false);
 }
-const Tensor& triu_(const Tensor& self, int64_t diagonal) { return triangle_(self, diagonal, true); }
+const Tensor& triu_(const Tensor& self, int64_t diagonal) {
+  return triangle_(self, diagonal, true);
+}
 
 }  // namespace kiln

@@ -75,10 +75,10 @@ Tensor gather_along(const Tensor& src, const Tensor& index, int64_t d) {
   Tensor out = finish(r, index.sizes(), d);
   if (needs_grad({src})) {
     Shape shape = src.sizes();
-    record("gather_rows", {src}, {out}, [idx = SavedTensor(index), d, shape](const Grads& g,
-                                                                             Node&) -> Grads {
-      return {scatter_along(g[0], idx.unpack(), d, shape)};
-    });
+    record("gather_rows", {src}, {out},
+           [idx = SavedTensor(index), d, shape](const Grads& g, Node&) -> Grads {
+             return {scatter_along(g[0], idx.unpack(), d, shape)};
+           });
   }
   return out;
 }
@@ -93,26 +93,26 @@ Tensor scatter_along(const Tensor& src, const Tensor& index, int64_t d, const Sh
                                                            to_rows(index, d), true);
   Tensor out = finish(r, shape, d);
   if (needs_grad({src})) {
-    record("scatter_rows", {src}, {out}, [idx = SavedTensor(index), d](const Grads& g,
-                                                                       Node&) -> Grads {
-      return {gather_along(g[0], idx.unpack(), d)};
-    });
+    record("scatter_rows", {src}, {out},
+           [idx = SavedTensor(index), d](const Grads& g, Node&) -> Grads {
+             return {gather_along(g[0], idx.unpack(), d)};
+           });
   }
   return out;
 }
 
 // values = x picked at `indices` along d; `reduced` when d was dropped (keepdim=False).
-void record_selection(const char* op, const Tensor& x, const Tensor& values,
-                      const Tensor& indices, int64_t d, bool reduced) {
+void record_selection(const char* op, const Tensor& x, const Tensor& values, const Tensor& indices,
+                      int64_t d, bool reduced) {
   if (!needs_grad({x})) return;
   reduced = reduced && x.dim() > 0;
   Shape shape = x.sizes();
-  record(op, {x}, {values, indices}, [idx = SavedTensor(indices), d, shape, reduced](
-                                         const Grads& g, Node&) -> Grads {
-    Tensor i = idx.unpack();
-    if (!reduced) return {scatter_along(g[0], i, d, shape)};
-    return {scatter_along(unsqueeze(g[0], d), unsqueeze(i, d), d, shape)};
-  });
+  record(op, {x}, {values, indices},
+         [idx = SavedTensor(indices), d, shape, reduced](const Grads& g, Node&) -> Grads {
+           Tensor i = idx.unpack();
+           if (!reduced) return {scatter_along(g[0], i, d, shape)};
+           return {scatter_along(unsqueeze(g[0], d), unsqueeze(i, d), d, shape)};
+         });
 }
 
 // Entry `pos` (a tensor broadcastable along d, or one position for all rows)
@@ -161,8 +161,8 @@ std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, boo
   auto [sv, si] = sort_raw(x, d, false, k, "kthvalue");
   Shape pos_shape = sv.sizes();
   if (x.dim() > 0) pos_shape[d] = 1;
-  auto [values, indices] = pick(sv, si, full(pos_shape, k - 1, DType::Int64, x.device()), d,
-                                keepdim);
+  auto [values, indices] =
+      pick(sv, si, full(pos_shape, k - 1, DType::Int64, x.device()), d, keepdim);
   record_selection("kthvalue", x, values, indices, d, !keepdim);
   return {values, indices};
 }
@@ -170,8 +170,10 @@ std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, boo
 std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
   int64_t d = wrap_dim(dim, x.dim(), "median");
   int64_t n = dim_size(x, d);
-  KILN_CHECK(n > 0, Index, "[median] median() cannot compute median for a dimension of size 0 "
-             "(input shape ", x.sizes(), ")");
+  KILN_CHECK(n > 0, Index,
+             "[median] median() cannot compute median for a dimension of size 0 "
+             "(input shape ",
+             x.sizes(), ")");
   auto [sv, si] = sort_raw(x, d, false, n, "median");
   Shape pos_shape = sv.sizes();
   if (x.dim() > 0) pos_shape[d] = 1;

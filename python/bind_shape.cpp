@@ -21,8 +21,8 @@ std::vector<Tensor> parse_tensor_list(py::handle h, const char* op) {
   std::vector<Tensor> out;
   size_t i = 0;
   for (py::handle item : py::reinterpret_borrow<py::sequence>(h)) {
-    KILN_CHECK(py::isinstance<TensorImpl>(item), Type, "[", op, "] expected Tensor as element ",
-               i, " in argument 'tensors', but got ",
+    KILN_CHECK(py::isinstance<TensorImpl>(item), Type, "[", op, "] expected Tensor as element ", i,
+               " in argument 'tensors', but got ",
                std::string(py::str(py::type::of(item).attr("__name__"))));
     out.push_back(item.cast<Tensor>());
     ++i;
@@ -57,20 +57,27 @@ py::object return_type(py::module_& m, const char* name) {
 void init_shape(py::module_& m, TensorClass& cls) {
   // Joining.
   for (const char* name : {"cat", "concat"}) {
-    m.def(name, [](py::object tensors, int64_t dim) {
-      return cat(parse_tensor_list(tensors, "cat"), dim);
-    }, py::arg("tensors"), py::arg("dim") = 0);
+    m.def(
+        name,
+        [](py::object tensors, int64_t dim) { return cat(parse_tensor_list(tensors, "cat"), dim); },
+        py::arg("tensors"), py::arg("dim") = 0);
   }
-  m.def("concatenate", [](py::object tensors, int64_t axis) {
-    return cat(parse_tensor_list(tensors, "cat"), axis);
-  }, py::arg("tensors"), py::arg("axis") = 0);
-  m.def("stack", [](py::object tensors, int64_t dim) {
-    return stack(parse_tensor_list(tensors, "stack"), dim);
-  }, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("hstack", [](py::object tensors) { return hstack(parse_tensor_list(tensors, "hstack")); },
-        py::arg("tensors"));
-  m.def("vstack", [](py::object tensors) { return vstack(parse_tensor_list(tensors, "vstack")); },
-        py::arg("tensors"));
+  m.def(
+      "concatenate",
+      [](py::object tensors, int64_t axis) { return cat(parse_tensor_list(tensors, "cat"), axis); },
+      py::arg("tensors"), py::arg("axis") = 0);
+  m.def(
+      "stack",
+      [](py::object tensors, int64_t dim) {
+        return stack(parse_tensor_list(tensors, "stack"), dim);
+      },
+      py::arg("tensors"), py::arg("dim") = 0);
+  m.def(
+      "hstack", [](py::object tensors) { return hstack(parse_tensor_list(tensors, "hstack")); },
+      py::arg("tensors"));
+  m.def(
+      "vstack", [](py::object tensors) { return vstack(parse_tensor_list(tensors, "vstack")); },
+      py::arg("tensors"));
 
   // Splitting into views.
   auto split_fn = [](const Tensor& x, py::object sizes, int64_t dim) {
@@ -80,9 +87,12 @@ void init_shape(py::module_& m, TensorClass& cls) {
   m.def("split", split_fn, py::arg("tensor"), py::arg("split_size_or_sections"),
         py::arg("dim") = 0);
   cls.def("split", split_fn, py::arg("split_size"), py::arg("dim") = 0);
-  cls.def("split_with_sizes", [](const Tensor& x, py::object sizes, int64_t dim) {
-    return to_tuple(split_with_sizes(x, parse_shape_object(sizes, "split_with_sizes"), dim));
-  }, py::arg("split_sizes"), py::arg("dim") = 0);
+  cls.def(
+      "split_with_sizes",
+      [](const Tensor& x, py::object sizes, int64_t dim) {
+        return to_tuple(split_with_sizes(x, parse_shape_object(sizes, "split_with_sizes"), dim));
+      },
+      py::arg("split_sizes"), py::arg("dim") = 0);
   auto chunk_fn = [](const Tensor& x, int64_t chunks, int64_t dim) {
     return to_tuple(chunk(x, chunks, dim));
   };
@@ -93,9 +103,11 @@ void init_shape(py::module_& m, TensorClass& cls) {
   cls.def("unbind", unbind_fn, py::arg("dim") = 0);
 
   // Reordering and repetition.
-  m.def("flip", [](const Tensor& x, py::object dims) { return flip(x, int_list(dims, "flip")); },
-        py::arg("input"), py::arg("dims"));
-  cls.def("flip", [](const Tensor& x, py::args dims) { return flip(x, parse_shape(dims, "flip")); });
+  m.def(
+      "flip", [](const Tensor& x, py::object dims) { return flip(x, int_list(dims, "flip")); },
+      py::arg("input"), py::arg("dims"));
+  cls.def("flip",
+          [](const Tensor& x, py::args dims) { return flip(x, parse_shape(dims, "flip")); });
   auto fliplr_fn = [](const Tensor& x) {
     KILN_CHECK(x.dim() >= 2, Runtime, "[fliplr] Input must be >= 2-d, got shape ", x.sizes());
     return flip(x, {1});
@@ -115,22 +127,29 @@ void init_shape(py::module_& m, TensorClass& cls) {
   };
   m.def("roll", roll_fn, py::arg("input"), py::arg("shifts"), py::arg("dims") = py::none());
   cls.def("roll", roll_fn, py::arg("shifts"), py::arg("dims") = py::none());
-  cls.def("repeat", [](const Tensor& x, py::args sizes) {
-    return repeat(x, parse_shape(sizes, "repeat"));
-  });
-  m.def("tile", [](const Tensor& x, py::object dims) { return tile(x, int_list(dims, "tile")); },
-        py::arg("input"), py::arg("dims"));
-  cls.def("tile", [](const Tensor& x, py::args dims) { return tile(x, parse_shape(dims, "tile")); });
+  cls.def("repeat",
+          [](const Tensor& x, py::args sizes) { return repeat(x, parse_shape(sizes, "repeat")); });
+  m.def(
+      "tile", [](const Tensor& x, py::object dims) { return tile(x, int_list(dims, "tile")); },
+      py::arg("input"), py::arg("dims"));
+  cls.def("tile",
+          [](const Tensor& x, py::args dims) { return tile(x, parse_shape(dims, "tile")); });
 
   // Triangles.
-  m.def("tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("input"),
-        py::arg("diagonal") = 0);
-  m.def("triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("input"),
-        py::arg("diagonal") = 0);
-  cls.def("tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("diagonal") = 0);
-  cls.def("triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("diagonal") = 0);
-  cls.def("tril_", [](const Tensor& x, int64_t k) { return tril_(x, k); }, py::arg("diagonal") = 0);
-  cls.def("triu_", [](const Tensor& x, int64_t k) { return triu_(x, k); }, py::arg("diagonal") = 0);
+  m.def(
+      "tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("input"),
+      py::arg("diagonal") = 0);
+  m.def(
+      "triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("input"),
+      py::arg("diagonal") = 0);
+  cls.def(
+      "tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("diagonal") = 0);
+  cls.def(
+      "triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("diagonal") = 0);
+  cls.def(
+      "tril_", [](const Tensor& x, int64_t k) { return tril_(x, k); }, py::arg("diagonal") = 0);
+  cls.def(
+      "triu_", [](const Tensor& x, int64_t k) { return triu_(x, k); }, py::arg("diagonal") = 0);
 
   // Sorting and selection.
   py::object sort_t = return_type(m, "sort"), topk_t = return_type(m, "topk");
@@ -138,20 +157,22 @@ void init_shape(py::module_& m, TensorClass& cls) {
   auto pair = [](const py::object& type, const std::tuple<Tensor, Tensor>& r) {
     return type(py::cast(std::get<0>(r)), py::cast(std::get<1>(r)));
   };
-  auto sort_fn = [sort_t, pair](const Tensor& x, int64_t dim, bool descending, bool stable) {
-    return pair(sort_t, sort(x, dim, descending, stable));
+  // stable may be None, as in PyTorch's signature.
+  auto sort_fn = [sort_t, pair](const Tensor& x, int64_t dim, bool descending,
+                                std::optional<bool> stable) {
+    return pair(sort_t, sort(x, dim, descending, stable.value_or(false)));
   };
   m.def("sort", sort_fn, py::arg("input"), py::arg("dim") = -1, py::arg("descending") = false,
         py::arg("stable") = false);
   cls.def("sort", sort_fn, py::arg("dim") = -1, py::arg("descending") = false,
           py::arg("stable") = false);
-  auto argsort_fn = [](const Tensor& x, int64_t dim, bool descending, bool stable) {
-    return argsort(x, dim, descending, stable);
+  auto argsort_fn = [](const Tensor& x, int64_t dim, bool descending, std::optional<bool> stable) {
+    return argsort(x, dim, descending, stable.value_or(false));
   };
-  m.def("argsort", argsort_fn, py::arg("input"), py::arg("dim") = -1,
-        py::arg("descending") = false, py::kw_only(), py::arg("stable") = false);
-  cls.def("argsort", argsort_fn, py::arg("dim") = -1, py::arg("descending") = false,
-          py::kw_only(), py::arg("stable") = false);
+  m.def("argsort", argsort_fn, py::arg("input"), py::arg("dim") = -1, py::arg("descending") = false,
+        py::kw_only(), py::arg("stable") = false);
+  cls.def("argsort", argsort_fn, py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(),
+          py::arg("stable") = false);
   auto topk_fn = [topk_t, pair](const Tensor& x, int64_t k, int64_t dim, bool largest,
                                 bool sorted) {
     return pair(topk_t, topk(x, k, dim, largest, sorted));

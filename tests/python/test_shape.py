@@ -347,3 +347,21 @@ def test_tril_triu_gradcheck():
         y.tril_(1)
         return y
     gradcheck(inplace, rand(3, 4))
+
+
+def test_tril_inplace_noncontiguous_and_leaf_error():
+    a = rand(3, 4)
+    t = noncontig(a)
+    t.tril_()
+    assert_close(t, np.tril(a))
+    x = kiln.tensor(a, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"\[tril_\]"):
+        x.tril_()
+
+
+def test_cat_legacy_empty_requiring_grad():
+    e = kiln.tensor(np.zeros(0), requires_grad=True)
+    x = kiln.tensor(rand(2, 3), requires_grad=True)
+    kiln.cat([e, x]).sum().backward()
+    assert tuple(e.grad.shape) == (0,)
+    assert_close(x.grad, np.ones((2, 3)))
