@@ -205,7 +205,8 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
 Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
   std::vector<int64_t> ds = wrap_dims(dims, x.dim(), "flip");
   // Reading through a view with negated strides and copying out reverses the
-  // data with the ordinary strided copy kernel; the view never escapes.
+  // data with the ordinary strided copy kernel (so every backend's copy must
+  // accept negative strides); the view never escapes.
   Shape strides = x.strides();
   int64_t offset = x.storage_offset();
   for (int64_t d : ds) {

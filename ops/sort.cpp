@@ -1,5 +1,7 @@
 #include "ops/sort.h"
 
+#include <limits>
+
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
@@ -156,6 +158,8 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
   int64_t d = wrap_dim(dim, x.dim(), "kthvalue");
   int64_t n = dim_size(x, d);
+  KILN_CHECK(n > 0, Index, "[kthvalue] Expected reduction dim ", d,
+             " to have non-zero size (input shape ", x.sizes(), ")");
   KILN_CHECK(k >= 1 && k <= n, Runtime, "[kthvalue] selected number k out of range: k = ", k,
              " but dimension ", d, " of the input of shape ", x.sizes(), " has size ", n);
   auto [sv, si] = sort_raw(x, d, false, k, "kthvalue");
@@ -190,7 +194,12 @@ std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor median(const Tensor& x) {
-  KILN_CHECK(x.numel() > 0, Runtime, "[median] median() input tensor cannot be empty");
+  if (x.numel() == 0) {
+    // PyTorch's median of nothing is NaN (there is no integer NaN to give).
+    KILN_CHECK(is_floating(x.dtype()), Runtime, "[median] median() of an empty ", x.dtype(),
+               " tensor is undefined (input shape ", x.sizes(), ")");
+    return full({}, std::numeric_limits<double>::quiet_NaN(), x.dtype(), x.device());
+  }
   return std::get<0>(median(reshape(x, {x.numel()}), 0, false));
 }
 

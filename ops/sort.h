@@ -19,7 +19,7 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
 // The k-th smallest entry (1-based) along dim.
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
                                     bool keepdim = false);
-// Lower median of all elements; NaN when any element is NaN.
+// Lower median of all elements; NaN when any element is NaN or x is empty.
 Tensor median(const Tensor& x);
 // Lower median along dim with its index; rows containing NaN give NaN.
 std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);

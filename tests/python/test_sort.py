@@ -136,6 +136,11 @@ def test_kthvalue_and_median():
     assert np.isnan(mv[0]) and mi[0] == 1
     assert mv[1] == 1.0 and mi[1] == 2
     assert np.isnan(kiln.median(kiln.tensor(b)).item())
+    assert np.isnan(kiln.median(kiln.tensor(np.zeros((0, 2)))).item())
+    with pytest.raises(IndexError, match=r"\[median\]"):
+        kiln.median(kiln.tensor(np.zeros((0, 2))), 0)
+    with pytest.raises(IndexError, match=r"\[kthvalue\]"):
+        kiln.kthvalue(kiln.tensor(np.zeros((2, 0))), 1)
     ints = np.array([5, 1, 4, 2], dtype=np.int64)
     assert kiln.median(kiln.tensor(ints)).item() == 2
 
