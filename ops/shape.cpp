@@ -24,9 +24,8 @@ void copy_raw(const Tensor& dst, const Tensor& src) {
   if (dst.numel() > 0) backend(dst.device()).copy(dst, src);
 }
 
-// Checks the list shares one device and returns the promoted dtype.
+// Checks the (non-empty) list shares one device and returns the promoted dtype.
 DType list_dtype(const std::vector<Tensor>& tensors, const char* op) {
-  KILN_CHECK(!tensors.empty(), Runtime, "[", op, "] expected a non-empty list of Tensors");
   DType dtype = tensors[0].dtype();
   for (size_t i = 1; i < tensors.size(); ++i) {
     KILN_CHECK(tensors[i].device() == tensors[0].device(), Runtime, "[", op,
@@ -42,6 +41,7 @@ bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), Value, "[cat] expected a non-empty list of Tensors");
   DType dtype = list_dtype(tensors, "cat");
   const Tensor* ref = nullptr;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -55,7 +55,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out;
   int64_t d = 0;
   if (!ref) {
-    wrap_dim(dim, 1, "cat");
+    // Nothing to join: PyTorch returns an empty tensor whatever dim says.
     out = make_tensor({0}, dtype, dev);
   } else {
     d = wrap_dim(dim, ref->dim(), "cat");
@@ -96,6 +96,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), Runtime, "[stack] stack expects a non-empty TensorList");
   DType dtype = list_dtype(tensors, "stack");
   const Shape& shape = tensors[0].sizes();
   for (size_t i = 1; i < tensors.size(); ++i) {
@@ -248,12 +249,14 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vect
   KILN_CHECK(shifts.size() == dims.size(), Runtime,
              "[roll] shifts and dimensions must align. shifts: ", shifts.size(),
              ", dims: ", dims.size());
+  KILN_CHECK(x.dim() > 0, Index, "[roll] Dimension specified as ", dims[0],
+             " but tensor has no dimensions");
   // Repeated dims add their shifts; only non-trivial rolls become blocks.
   std::map<int64_t, int64_t> total;
   for (size_t i = 0; i < dims.size(); ++i) total[wrap_dim(dims[i], x.dim(), "roll")] += shifts[i];
   std::vector<int64_t> bdims, bshifts;
   for (auto [d, s] : total) {
-    int64_t n = x.dim() == 0 ? 1 : x.sizes()[d];
+    int64_t n = x.sizes()[d];
     int64_t k = n == 0 ? 0 : ((s % n) + n) % n;
     if (k == 0) continue;
     bdims.push_back(d);

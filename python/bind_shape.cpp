@@ -106,8 +106,10 @@ void init_shape(py::module_& m, TensorClass& cls) {
   m.def(
       "flip", [](const Tensor& x, py::object dims) { return flip(x, int_list(dims, "flip")); },
       py::arg("input"), py::arg("dims"));
-  cls.def("flip",
-          [](const Tensor& x, py::args dims) { return flip(x, parse_shape(dims, "flip")); });
+  cls.def("flip", [](const Tensor& x, py::args dims) {
+    KILN_CHECK(!dims.empty(), Type, "[flip] flip() missing 1 required positional argument: 'dims'");
+    return flip(x, parse_shape(dims, "flip"));
+  });
   auto fliplr_fn = [](const Tensor& x) {
     KILN_CHECK(x.dim() >= 2, Runtime, "[fliplr] Input must be >= 2-d, got shape ", x.sizes());
     return flip(x, {1});
