@@ -41,6 +41,21 @@ struct Backend {
   // out [n, ndim] int64: coordinates of the true elements of a contiguous bool mask, in
   // row-major order; n was counted by the front end.
   void (*nonzero)(const Tensor& out, const Tensor& mask) = nullptr;
+  // out = tril (upper: triu) of the last two dims of in; both contiguous, same shape and dtype.
+  void (*triangle)(const Tensor& out, const Tensor& in, int64_t diagonal, bool upper) = nullptr;
+  // Sorting works on rows: contiguous 2-D [outer, n] tensors. values/indices
+  // ([outer, k], int64 indices) get the first k entries of each row of `in` in
+  // stable sorted order, NaN ordered above everything.
+  void (*sort)(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending,
+               int64_t k) = nullptr;
+  // Row-wise gather out[o, j] = src[o, index[o, j]], or with scatter
+  // out[o, index[o, j]] = src[o, j]; indices are distinct within a row.
+  void (*gather_rows)(const Tensor& out, const Tensor& src, const Tensor& index,
+                      bool scatter) = nullptr;
+  // Groups equal neighbours of the sorted 1-D `sorted`: out/counts get one entry
+  // per group, inverse[perm[i]] the group of sorted[i]. Returns the group count.
+  int64_t (*unique_sorted)(const Tensor& out, const Tensor& inverse, const Tensor& counts,
+                           const Tensor& sorted, const Tensor& perm) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

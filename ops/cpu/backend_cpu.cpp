@@ -15,6 +15,10 @@ const Backend& backend() {
     b.index_take = index_take_kernel;
     b.index_put = index_put_kernel;
     b.nonzero = nonzero_kernel;
+    b.triangle = triangle_kernel;
+    b.sort = sort_kernel;
+    b.gather_rows = gather_rows_kernel;
+    b.unique_sorted = unique_sorted_kernel;
     return b;
   }();
   return table;

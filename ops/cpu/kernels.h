@@ -18,5 +18,11 @@ void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
 void index_take_kernel(const Tensor& out, const Tensor& in, const Tensor& offsets);
 void index_put_kernel(PutOp op, const Tensor& self, const Tensor& offsets, const Tensor& values);
 void nonzero_kernel(const Tensor& out, const Tensor& mask);
+void triangle_kernel(const Tensor& out, const Tensor& in, int64_t diagonal, bool upper);
+void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending,
+                 int64_t k);
+void gather_rows_kernel(const Tensor& out, const Tensor& src, const Tensor& index, bool scatter);
+int64_t unique_sorted_kernel(const Tensor& out, const Tensor& inverse, const Tensor& counts,
+                             const Tensor& sorted, const Tensor& perm);
 
 }  // namespace kiln::cpu
