@@ -9,10 +9,23 @@
 #include "core/scalar.h"
 #include "core/tensor.h"
 #include "ops/op_table.h"
+#include "ops/philox.h"
 
 namespace kiln {
 
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, All, Any };
+
+// Distributions of the `random` kernel family (see Note [Random streams]).
+//   Uniform: [a, b)   Normal: mean a, std b   Bernoulli: P(1) = a
+//   Integer: low + [0, range) (range 0 means the full 64-bit range)   Exponential: rate a
+enum class RandomDist : int8_t { Uniform, Normal, Bernoulli, Integer, Exponential };
+
+struct RandomParams {
+  PhiloxState state;
+  double a = 0, b = 1;
+  int64_t low = 0;
+  uint64_t range = 0;
+};
 
 struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
@@ -28,6 +41,15 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+  // Random kernels write contiguous outputs; element i uses Philox counter state.offset + i.
+  // out <- samples of `dist`.
+  void (*random)(RandomDist dist, const Tensor& out, const RandomParams& p) = nullptr;
+  // out <- 1 with probability probs[i]; probs is floating, contiguous, out's shape.
+  void (*bernoulli)(const Tensor& out, const Tensor& probs, const RandomParams& p) = nullptr;
+  // Dropout with drop probability p.a and scale p.b: mask (bool) <- keep,
+  // out <- in * mask * scale. in is contiguous with out's shape and dtype.
+  void (*dropout)(const Tensor& out, const Tensor& mask, const Tensor& in,
+                  const RandomParams& p) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

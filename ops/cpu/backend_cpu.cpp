@@ -12,6 +12,9 @@ const Backend& backend() {
     b.where = where_kernel;
     b.reduce = reduce_kernel;
     b.bmm = bmm_kernel;
+    b.random = random_kernel;
+    b.bernoulli = bernoulli_kernel;
+    b.dropout = dropout_kernel;
     return b;
   }();
   return table;

@@ -15,5 +15,8 @@ void fill_kernel(const Tensor& dst, Scalar value);
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p);
+void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams& p);
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in, const RandomParams& p);
 
 }  // namespace kiln::cpu
