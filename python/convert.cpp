@@ -2,6 +2,7 @@
 
 #include <pybind11/numpy.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "core/error.h"
@@ -48,6 +49,8 @@ bool dtype_from_numpy(const py::dtype& dt, DType* out) {
 struct Leaves {
   std::vector<Scalar> values;
   bool any_float = false, any_int = false;
+  // The depth of the first scalar: every scalar must sit at it ([1, [2, 3]] is ragged).
+  size_t scalar_depth = SIZE_MAX;
 };
 
 void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* op) {
@@ -68,6 +71,8 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
     return;
   }
   if (is_seq) {
+    KILN_CHECK(depth < leaves->scalar_depth, Value, "[", op, "] expected a scalar at dim ", depth,
+               " but got a sequence (ragged nested sequence)");
     py::sequence seq = py::reinterpret_borrow<py::sequence>(h);
     const int64_t n = static_cast<int64_t>(py::len(seq));
     if (shape->size() == depth) {
@@ -86,6 +91,7 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
   KILN_CHECK(scalar_from_object(h, &s), Type, "[", op,
              "] new(): invalid data type '", std::string(py::str(py::type::of(h).attr("__name__"))),
              "'");
+  leaves->scalar_depth = depth;
   leaves->any_float |= s.is_floating();
   leaves->any_int |= s.is_integral();
   leaves->values.push_back(s);
@@ -131,8 +137,21 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
     Tensor t = data.cast<Tensor>();
     return to_dtype(clone(detach(t)), dtype.value_or(t.dtype()));
   }
+  // NumPy scalars keep their dtype, like arrays (np.float64(1) -> float64).
+  if (!py::isinstance<py::array>(data) && py::hasattr(data, "__array_interface__") &&
+      py::hasattr(data, "dtype")) {
+    return tensor_from_data(py::module_::import("numpy").attr("asarray")(data), dtype, op);
+  }
   if (py::isinstance<py::array>(data)) {
-    Tensor view = from_numpy(data);
+    py::array arr = py::reinterpret_borrow<py::array>(data);
+    // kiln.tensor copies, so reversed views are fine (from_numpy must refuse them).
+    for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
+      if (arr.strides(i) < 0) {
+        arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+        break;
+      }
+    }
+    Tensor view = from_numpy(arr);
     Tensor out = make_tensor(view.sizes(), dtype.value_or(view.dtype()), Device());
     backend(Device()).copy(out, view);
     return out;

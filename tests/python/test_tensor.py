@@ -70,7 +70,7 @@ def test_numpy_is_zero_copy():
     a = t.numpy()
     assert a.dtype == np.float32 and a.shape == (2, 3)
     a[0, 1] = 5.0
-    assert t[0, 1].item() == 5.0
+    assert t.tolist()[0][1] == 5.0
     t.add_(1)
     assert a[0, 1] == 6.0 and a[1, 2] == 1.0
 
@@ -174,7 +174,7 @@ def test_to():
     c = t.to(kiln.float32, copy=True)
     assert c is not t and c.tolist() == t.tolist()
     with pytest.raises(TypeError, match=r"\[to\]"):
-        t.to("cpu", "float")
+        t.to(1.5)
     with pytest.raises(TypeError, match=r"\[to\]"):
         t.to(kiln.float64, colour=1)
 
