@@ -41,7 +41,8 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
-  // Random kernels write contiguous outputs; element i uses Philox counter state.offset + i.
+  // Random kernels write contiguous outputs from Philox counters [state.offset,
+  // state.offset + numel) (Note [Random streams] in ops/philox.h).
   // out <- samples of `dist`.
   void (*random)(RandomDist dist, const Tensor& out, const RandomParams& p) = nullptr;
   // out <- 1 with probability probs[i]; probs is floating, contiguous, out's shape.

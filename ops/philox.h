@@ -1,11 +1,12 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
 // SC 2011), the counter-based engine behind every random op.
 //
-// Note [Random streams]: a Generator is just (seed, offset). An op that needs
-// n draws reserves counters [offset, offset + n) and element i of its output
-// is a pure function of (seed, offset + i). Kernels can therefore fill
-// elements in any order, on any number of threads or GPU blocks, and the
-// values depend only on the seed and the sequence of ops.
+// Note [Random streams]: a Generator is just (seed, offset). An op filling n
+// elements reserves counters [offset, offset + n); a kernel maps each element
+// to one of them (elements may share a counter's four words, e.g. element i
+// using counter offset + i / 4) and computes it from (seed, counter) alone.
+// Kernels can therefore fill elements in any order, on any number of threads
+// or GPU blocks, and the values depend only on the seed and the op sequence.
 #pragma once
 
 #include <array>

@@ -1,6 +1,8 @@
-// CPU random kernels: every element is a pure function of its Philox counter
-// (Note [Random streams] in ops/philox.h), so the loops parallelize freely and
-// the values do not depend on the number of threads.
+// CPU random kernels. Elements come in groups of K that share one Philox call
+// (group g uses counter offset + g; see Note [Random streams] in ops/philox.h),
+// so the loops parallelize freely and the values do not depend on the number
+// of threads. K is 4 for 32-bit uniforms, 2 where an element needs 64 bits or
+// where Box-Muller yields a pair.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,24 +19,35 @@ namespace {
 constexpr int64_t kParallelGrain = 16384;
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-template <typename T, typename Sample>
-void fill_from_counters(const Tensor& out, const PhiloxState& s, Sample sample) {
-  T* p = out.data<T>();
-  const int64_t n = out.numel();
+using Words = std::array<uint32_t, 4>;
+
+// Calls write(i, w, j) for every element i = K * g + j, with w the words of group g.
+template <int K, typename Write>
+void for_each_group(int64_t n, const PhiloxState& s, Write write) {
+  const int64_t groups = (n + K - 1) / K;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = sample(philox4x32(s.seed, s.offset + static_cast<uint64_t>(i)), i);
+  for (int64_t g = 0; g < groups; ++g) {
+    const Words w = philox4x32(s.seed, s.offset + static_cast<uint64_t>(g));
+    const int64_t base = g * K;
+    const int count = static_cast<int>(std::min<int64_t>(K, n - base));
+    for (int j = 0; j < count; ++j) write(base + j, w, j);
+  }
 }
 
 // Uniform [0, 1) with exactly as many random bits as T's significand holds, so
-// that converting to T never rounds up to 1.
+// that converting to T never rounds up to 1. Doubles use word pair j, others word j.
 template <typename T>
-double unit_for(const std::array<uint32_t, 4>& w) {
+constexpr int uniform_group() {
+  return std::is_same_v<T, double> ? 2 : 4;
+}
+
+template <typename T>
+double unit_for(const Words& w, int j) {
   if constexpr (std::is_same_v<T, double>) {
-    return philox_unit(w[0], w[1]);
+    return philox_unit(w[2 * j], w[2 * j + 1]);
   } else {
     constexpr int bits = std::is_same_v<T, float> ? 24 : std::is_same_v<T, Eigen::half> ? 11 : 8;
-    return static_cast<double>(w[0] >> (32 - bits)) * std::ldexp(1.0, -bits);
+    return static_cast<double>(w[j] >> (32 - bits)) * std::ldexp(1.0, -bits);
   }
 }
 
@@ -55,31 +68,36 @@ T step_down(T v) {
 
 template <typename T>
 void uniform(const Tensor& out, const RandomParams& p) {
+  T* o = out.data<T>();
   const double lo = p.a, hi = p.b, width = p.b - p.a;
-  fill_from_counters<T>(out, p.state, [=](const std::array<uint32_t, 4>& w, int64_t) {
-    T v = convert<T>(lo + width * unit_for<T>(w));
+  for_each_group<uniform_group<T>()>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
+    T v = convert<T>(lo + width * unit_for<T>(w, j));
     // Rounding of lo + width * u can land on the excluded upper bound.
     while (width > 0 && static_cast<double>(v) >= hi) v = step_down(v);
-    return v;
+    o[i] = v;
   });
 }
 
 template <typename T>
 void normal(const Tensor& out, const RandomParams& p) {
+  T* o = out.data<T>();
   const double mean = p.a, std = p.b;
-  fill_from_counters<T>(out, p.state, [=](const std::array<uint32_t, 4>& w, int64_t) {
-    // Box-Muller; u1 in (0, 1] keeps the log finite.
-    const double u1 = 1.0 - philox_unit(w[0], w[1]);
-    const double u2 = philox_unit(w[2], w[3]);
-    return convert<T>(mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2));
+  // Float math is plenty for outputs of float precision or less, and much faster.
+  using M = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
+    // Box-Muller: the pair (r cos t, r sin t); u1 in (0, 1] keeps the log finite.
+    const M r = std::sqrt(M(-2) * std::log(static_cast<M>(1.0 - philox_unit(w[0], w[1]))));
+    const M t = static_cast<M>(kTwoPi * philox_unit(w[2], w[3]));
+    o[i] = convert<T>(mean + std * static_cast<double>(r * (j == 0 ? std::cos(t) : std::sin(t))));
   });
 }
 
 template <typename T>
 void exponential(const Tensor& out, const RandomParams& p) {
+  T* o = out.data<T>();
   const double rate = p.a;
-  fill_from_counters<T>(out, p.state, [=](const std::array<uint32_t, 4>& w, int64_t) {
-    return convert<T>(-std::log1p(-philox_unit(w[0], w[1])) / rate);
+  for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
+    o[i] = convert<T>(-std::log1p(-philox_unit(w[2 * j], w[2 * j + 1])) / rate);
   });
 }
 
@@ -105,22 +123,23 @@ void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p) {
     case RandomDist::Bernoulli:
       dispatch_all(out.dtype(), "bernoulli_", [&](auto tag) {
         using T = typename decltype(tag)::type;
+        T* o = out.data<T>();
         const double prob = p.a;
-        fill_from_counters<T>(out, p.state, [=](const std::array<uint32_t, 4>& w, int64_t) {
-          return convert<T>(philox_unit(w[0], w[1]) < prob ? 1 : 0);
+        for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
+          o[i] = convert<T>(philox_unit(w[2 * j], w[2 * j + 1]) < prob ? 1 : 0);
         });
       });
       return;
     case RandomDist::Integer:
       dispatch_all(out.dtype(), "random_", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const int64_t low = p.low;
-        const uint64_t range = p.range;
-        fill_from_counters<T>(out, p.state, [=](const std::array<uint32_t, 4>& w, int64_t) {
+        T* o = out.data<T>();
+        const uint64_t low = static_cast<uint64_t>(p.low), range = p.range;
+        for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
           // Modulo bias is below 2^-32 for ranges under 2^32.
-          uint64_t r = philox_u64(w[0], w[1]);
+          uint64_t r = philox_u64(w[2 * j], w[2 * j + 1]);
           if (range != 0) r %= range;
-          return convert<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + r));
+          o[i] = convert<T>(static_cast<int64_t>(low + r));
         });
       });
       return;
@@ -133,8 +152,10 @@ void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams
     const P* prob = probs.data<P>();
     dispatch_all(out.dtype(), "bernoulli", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      fill_from_counters<T>(out, p.state, [=](const std::array<uint32_t, 4>& w, int64_t i) {
-        return convert<T>(philox_unit(w[0], w[1]) < static_cast<double>(prob[i]) ? 1 : 0);
+      T* o = out.data<T>();
+      for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
+        const double u = philox_unit(w[2 * j], w[2 * j + 1]);
+        o[i] = convert<T>(u < static_cast<double>(prob[i]) ? 1 : 0);
       });
     });
   });
@@ -150,14 +171,11 @@ void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in,
     bool* m = mask.data<bool>();
     const double drop = p.a;
     const A scale = static_cast<A>(p.b);
-    const int64_t n = out.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      const auto w = philox4x32(p.state.seed, p.state.offset + static_cast<uint64_t>(i));
-      const bool keep = philox_unit(w[0], w[1]) >= drop;
+    for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
+      const bool keep = philox_unit(w[2 * j], w[2 * j + 1]) >= drop;
       m[i] = keep;
       y[i] = keep ? static_cast<T>(static_cast<A>(x[i]) * scale) : T(0);
-    }
+    });
   });
 }
 
