@@ -164,6 +164,23 @@ struct HostStream {
   }
 };
 
+// Integer draws in [low, high) must fit the output dtype (floats: every
+// integer up to 2^digits is exact).
+void check_int_range(int64_t low, int64_t high, DType dtype, const char* op) {
+  if (is_floating(dtype)) return;
+  int64_t lo = 0, hi = 0;
+  switch (dtype) {
+    case DType::Bool: hi = 1; break;
+    case DType::UInt8: hi = 255; break;
+    case DType::Int8: lo = -128; hi = 127; break;
+    case DType::Int16: lo = -32768; hi = 32767; break;
+    case DType::Int32: lo = std::numeric_limits<int32_t>::min(); hi = 2147483647; break;
+    default: return;
+  }
+  KILN_CHECK(low >= lo && high - 1 <= hi, Runtime, "[", op, "] the range [", low, ", ", high,
+             ") does not fit dtype ", dtype, " (values ", lo, " to ", hi, ")");
+}
+
 Tensor from_host(Tensor cpu, DType dtype, Device device) {
   return to_device(to_dtype(cpu, dtype), device);
 }
@@ -205,6 +222,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
                Generator* gen) {
   KILN_CHECK(low < high, Runtime, "[randint] expects 'low' to be less than 'high', but got low=",
              low, " >= high=", high);
+  check_int_range(low, high, dtype, "randint");
   Tensor out = empty(shape, dtype, device);
   RandomParams p;
   p.low = low;
@@ -351,6 +369,7 @@ const Tensor& random_(const Tensor& self, int64_t from, std::optional<int64_t> t
     KILN_CHECK(from < *to, Runtime, "[random_] expects 'from' to be less than 'to', but got from=",
                from, " >= to=", *to);
     range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+    check_int_range(from, *to, self.dtype(), "random_");
   } else {
     // Inclusive upper end: every integer the dtype represents exactly.
     int64_t top;

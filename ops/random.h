@@ -69,15 +69,17 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = 
                    Generator* gen = nullptr);
 
 // In-place samplers; bump the version counter.
-const Tensor& uniform_(const Tensor& self, double from = 0, double to = 1, Generator* gen = nullptr);
-const Tensor& normal_(const Tensor& self, double mean = 0, double std = 1, Generator* gen = nullptr);
+const Tensor& uniform_(const Tensor& self, double from = 0, double to = 1,
+                       Generator* gen = nullptr);
+const Tensor& normal_(const Tensor& self, double mean = 0, double std = 1,
+                      Generator* gen = nullptr);
 const Tensor& bernoulli_(const Tensor& self, double p = 0.5, Generator* gen = nullptr);
 const Tensor& bernoulli_(const Tensor& self, const Tensor& p, Generator* gen = nullptr);
 const Tensor& exponential_(const Tensor& self, double lambd = 1, Generator* gen = nullptr);
 // Integers in [from, to); without `to`, [from, 2^digits] for floating dtypes
 // (digits of the significand) and [from, max] for integer dtypes.
-const Tensor& random_(const Tensor& self, int64_t from = 0, std::optional<int64_t> to = std::nullopt,
-                      Generator* gen = nullptr);
+const Tensor& random_(const Tensor& self, int64_t from = 0,
+                      std::optional<int64_t> to = std::nullopt, Generator* gen = nullptr);
 
 // The generator to use for a tensor on `device`: `gen` (checked to match) or the default.
 Generator& resolve_generator(Generator* gen, Device device, const char* op);

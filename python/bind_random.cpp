@@ -139,7 +139,8 @@ py::kwargs without(const py::kwargs& kw, std::initializer_list<const char*> keys
 }
 
 void bind_generator(py::module_& m) {
-  py::class_<Generator, GeneratorPtr>(m, "Generator")
+  py::class_<Generator, GeneratorPtr>(m, "Generator", "A seedable Philox random stream for one "
+                                      "device; pass it as generator= to random ops.")
       .def(py::init([](py::object device) {
              return std::make_shared<Generator>(parse_device(device, "Generator"));
            }),
@@ -176,12 +177,13 @@ void bind_factories(py::module_& m) {
     auto o = random_options(kw, "rand", true);
     return finish(rand(factory_shape(args, o, "rand"), o.dtype.value_or(DType::Float32),
                        o.device.value_or(Device()), o.gen), o);
-  });
+  }, "rand(*size, generator=None, dtype=None, device=None, requires_grad=False): uniform [0, 1)");
   m.def("randn", [](py::args args, py::kwargs kw) {
     auto o = random_options(kw, "randn", true);
     return finish(randn(factory_shape(args, o, "randn"), o.dtype.value_or(DType::Float32),
                         o.device.value_or(Device()), o.gen), o);
-  });
+  }, "randn(*size, generator=None, dtype=None, device=None, requires_grad=False): standard "
+     "normal");
   m.def("randint", [](py::args args, py::kwargs kw) {
     auto o = random_options(without(kw, {"low", "high"}), "randint", true);
     std::vector<py::handle> pos(args.begin(), args.end());
@@ -194,7 +196,7 @@ void bind_factories(py::module_& m) {
     auto [low, high] = parse_bounds(pos, kw, "randint");
     return finish(randint(low, high, *o.size, o.dtype.value_or(DType::Int64),
                           o.device.value_or(Device()), o.gen), o);
-  });
+  }, "randint(low=0, high, size, *, generator=None, dtype=int64, ...): integers in [low, high)");
   m.def("randperm", [](int64_t n, py::kwargs kw) {
     auto o = random_options(kw, "randperm", false);
     return finish(randperm(n, o.dtype.value_or(DType::Int64), o.device.value_or(Device()), o.gen),

@@ -178,6 +178,10 @@ def test_randint_errors():
         kiln.randint(5, 5, (3,))
     with pytest.raises(TypeError, match=r"\[randint\]"):
         kiln.randint(5)
+    with pytest.raises(RuntimeError, match=r"\[randint\].*uint8"):
+        kiln.randint(0, 300, (3,), dtype=kiln.uint8)
+    with pytest.raises(RuntimeError, match=r"\[random_\].*int8"):
+        kiln.zeros(3, dtype=kiln.int8).random_(-200, 0)
 
 
 def test_randperm_is_permutation():
