@@ -63,9 +63,10 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
     walk(v, depth, shape, leaves, op);
     return;
   }
-  const bool is_seq = (py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) ||
-                       py::hasattr(h, "__array_interface__")) &&
-                      !py::isinstance<py::str>(h);
+  // Any sequence protocol object counts (range, array.array), but not text.
+  const bool is_seq = (PySequence_Check(h.ptr()) || py::hasattr(h, "__array_interface__")) &&
+                      !py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) &&
+                      !PyByteArray_Check(h.ptr());
   if (is_seq && py::hasattr(h, "__array_interface__") && py::len(h.attr("shape")) == 0) {
     walk(h.attr("item")(), depth, shape, leaves, op);  // NumPy scalar or 0-d array
     return;
@@ -144,7 +145,11 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
   }
   if (py::isinstance<py::array>(data)) {
     py::array arr = py::reinterpret_borrow<py::array>(data);
-    // kiln.tensor copies, so reversed views are fine (from_numpy must refuse them).
+    // kiln.tensor copies, so byte-swapped data is converted rather than refused.
+    if (arr.dtype().byteorder() == '>') {
+      arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
+    }
+    // Likewise reversed views are copied (from_numpy must refuse them).
     for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
       if (arr.strides(i) < 0) {
         arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);

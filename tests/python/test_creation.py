@@ -72,6 +72,18 @@ def test_tensor_zero_dim_and_empty():
     assert kiln.tensor(np.array(1.5, dtype=np.float16)).shape == ()
 
 
+def test_tensor_from_other_sequences():
+    assert kiln.tensor(range(3)).tolist() == [0, 1, 2]
+    assert kiln.tensor([range(2), (5, 6)]).tolist() == [[0, 1], [5, 6]]
+    big_endian = np.array([1.5, -2.0], dtype=">f4")
+    t = kiln.tensor(big_endian)
+    assert t.dtype == kiln.float32 and t.tolist() == [1.5, -2.0]
+    with pytest.raises(TypeError, match=r"\[tensor\]"):
+        kiln.tensor("abc")
+    with pytest.raises(TypeError, match=r"\[tensor\]"):
+        kiln.tensor([None])
+
+
 def test_tensor_from_reversed_numpy_copies():
     a = np.arange(6.0)[::-1]
     np.testing.assert_array_equal(kiln.tensor(a).numpy(), a)
