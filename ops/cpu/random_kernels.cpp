@@ -4,7 +4,6 @@
 // of threads. K is 4 for 32-bit uniforms, 2 where an element needs 64 bits or
 // where Box-Muller yields a pair.
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "ops/cpu/convert.h"
@@ -55,12 +54,10 @@ double unit_for(const Words& w, int j) {
 template <typename T>
 T step_down(T v) {
   if constexpr (is_half_v<T>) {
-    uint16_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
+    const auto bits = Eigen::numext::bit_cast<uint16_t>(v);
     // Sign-magnitude: moving toward -inf shrinks positives and grows negatives.
-    bits = (bits & 0x8000u) ? bits + 1 : bits == 0 ? 0x8001u : bits - 1;
-    std::memcpy(&v, &bits, sizeof bits);
-    return v;
+    return Eigen::numext::bit_cast<T>(static_cast<uint16_t>(
+        (bits & 0x8000u) ? bits + 1 : bits == 0 ? 0x8001u : bits - 1));
   } else {
     return std::nextafter(v, -std::numeric_limits<T>::infinity());
   }
