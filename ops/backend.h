@@ -9,12 +9,25 @@
 #include "core/scalar.h"
 #include "core/tensor.h"
 #include "ops/op_table.h"
+#include "ops/philox.h"
 
 namespace kiln {
 
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, All, Any };
 // How index_put combines a value with the element already there.
 enum class PutOp : int8_t { Assign, Add, Mul };
+
+// Distributions of the `random` kernel family (see Note [Random streams]).
+//   Uniform: [a, b)   Normal: mean a, std b   Bernoulli: P(1) = a
+//   Integer: low + [0, range) (range 0 means the full 64-bit range)   Exponential: rate a
+enum class RandomDist : int8_t { Uniform, Normal, Bernoulli, Integer, Exponential };
+
+struct RandomParams {
+  PhiloxState state;
+  double a = 0, b = 1;
+  int64_t low = 0;
+  uint64_t range = 0;
+};
 
 struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
@@ -56,6 +69,16 @@ struct Backend {
   // per group, inverse[perm[i]] the group of sorted[i]. Returns the group count.
   int64_t (*unique_sorted)(const Tensor& out, const Tensor& inverse, const Tensor& counts,
                            const Tensor& sorted, const Tensor& perm) = nullptr;
+  // Random kernels write contiguous outputs from Philox counters [state.offset,
+  // state.offset + numel) (Note [Random streams] in ops/philox.h).
+  // out <- samples of `dist`.
+  void (*random)(RandomDist dist, const Tensor& out, const RandomParams& p) = nullptr;
+  // out <- 1 with probability probs[i]; probs is floating, contiguous, out's shape.
+  void (*bernoulli)(const Tensor& out, const Tensor& probs, const RandomParams& p) = nullptr;
+  // Dropout with drop probability p.a and scale p.b: mask (bool) <- keep,
+  // out <- in * mask * scale. in is contiguous with out's shape and dtype.
+  void (*dropout)(const Tensor& out, const Tensor& mask, const Tensor& in,
+                  const RandomParams& p) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

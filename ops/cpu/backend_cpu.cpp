@@ -19,6 +19,9 @@ const Backend& backend() {
     b.sort = sort_kernel;
     b.gather_rows = gather_rows_kernel;
     b.unique_sorted = unique_sorted_kernel;
+    b.random = random_kernel;
+    b.bernoulli = bernoulli_kernel;
+    b.dropout = dropout_kernel;
     return b;
   }();
   return table;

@@ -24,5 +24,8 @@ void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& in, 
 void gather_rows_kernel(const Tensor& out, const Tensor& src, const Tensor& index, bool scatter);
 int64_t unique_sorted_kernel(const Tensor& out, const Tensor& inverse, const Tensor& counts,
                              const Tensor& sorted, const Tensor& perm);
+void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p);
+void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams& p);
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in, const RandomParams& p);
 
 }  // namespace kiln::cpu

@@ -10,3 +10,4 @@ gelu = _C.gelu
 leaky_relu = _C.leaky_relu
 elu = _C.elu
 softplus = _C.softplus
+dropout = _C._dropout
