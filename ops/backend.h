@@ -28,6 +28,13 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+  // Max/Min over each row of a contiguous [outer, inner] input (inner > 0): values[i] (input
+  // dtype) and indices[i] (int64) of the first extreme element; a NaN counts as the extreme.
+  void (*arg_reduce)(ReduceOp op, const Tensor& values, const Tensor& indices,
+                     const Tensor& in) = nullptr;
+  // Inclusive Sum/Prod scan along each row of a contiguous [outer, n] input; out has in's
+  // shape and dtype.
+  void (*scan)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

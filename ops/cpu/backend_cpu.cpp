@@ -12,6 +12,8 @@ const Backend& backend() {
     b.where = where_kernel;
     b.reduce = reduce_kernel;
     b.bmm = bmm_kernel;
+    b.arg_reduce = arg_reduce_kernel;
+    b.scan = scan_kernel;
     return b;
   }();
   return table;

@@ -15,5 +15,8 @@ void fill_kernel(const Tensor& dst, Scalar value);
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
+                       const Tensor& in);
+void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 
 }  // namespace kiln::cpu
