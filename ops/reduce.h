@@ -62,9 +62,10 @@ std::pair<Tensor, Tensor> var_mean(const Tensor& x, const DimList& dims = std::n
 std::pair<Tensor, Tensor> std_mean(const Tensor& x, const DimList& dims = std::nullopt,
                                    double correction = 1, bool keepdim = false);
 // The `ord`-norm over dims: any real ord, including +-inf and 0. The gradient at a zero
-// norm is 0 (not NaN), as in PyTorch.
+// norm is 0 (not NaN), as in PyTorch. `name` prefixes errors (kiln.norm passes "norm").
 Tensor vector_norm(const Tensor& x, double ord = 2, const DimList& dims = std::nullopt,
-                   bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt,
+                   const char* name = "linalg.vector_norm");
 // log(sum(exp(x))) over dims, shifted by the max so large inputs do not overflow.
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
 

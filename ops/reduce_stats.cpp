@@ -106,17 +106,17 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& x, const DimList& dims, double 
 }
 
 Tensor vector_norm(const Tensor& x, double ord, const DimList& dims, bool keepdim,
-                   std::optional<DType> dtype) {
-  KILN_CHECK(is_floating(x.dtype()), Runtime,
-             "[linalg.vector_norm] Expected a floating point tensor as input, got ", x.dtype());
-  KILN_CHECK(!std::isnan(ord), Runtime, "[linalg.vector_norm] ord must not be NaN");
+                   std::optional<DType> dtype, const char* name) {
+  KILN_CHECK(is_floating(x.dtype()), Runtime, "[", name,
+             "] Expected a floating point tensor as input, got ", x.dtype());
+  KILN_CHECK(!std::isnan(ord), Runtime, "[", name, "] ord must not be NaN");
   DType dt = dtype ? *dtype : x.dtype();
-  KILN_CHECK(is_floating(dt), Runtime,
-             "[linalg.vector_norm] dtype should be a floating point dtype, got ", dt);
-  std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "linalg.vector_norm");
+  KILN_CHECK(is_floating(dt), Runtime, "[", name,
+             "] dtype should be a floating point dtype, got ", dt);
+  std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), name);
   if (ord < 0 || std::isinf(ord)) {
     for (int64_t d : wrapped)
-      KILN_CHECK(x.sizes()[d] != 0, Index, "[linalg.vector_norm] cannot compute the ", ord,
+      KILN_CHECK(x.sizes()[d] != 0, Index, "[", name, "] cannot compute the ", ord,
                  " norm over dim ", d, " of size 0 (input shape ", x.sizes(), ")");
   }
   Tensor out;

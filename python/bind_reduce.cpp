@@ -168,14 +168,16 @@ void init_reduce(py::module_& m, TensorClass& cls) {
   auto norm_fn = [](const Tensor& x, py::object p, py::object dim, bool keepdim,
                     py::object dtype) {
     return vector_norm(x, parse_norm_order(p, "norm"), parse_dims(dim, "norm"), keepdim,
-                       parse_dtype(dtype, "norm"));
+                       parse_dtype(dtype, "norm"), "norm");
   };
   m.def("norm", norm_fn, py::arg("input"), py::arg("p") = "fro", py::arg("dim") = py::none(),
         py::arg("keepdim") = false, py::arg("dtype") = py::none());
   cls.def("norm", norm_fn, py::arg("p") = "fro", py::arg("dim") = py::none(),
           py::arg("keepdim") = false, py::arg("dtype") = py::none());
-  m.def(
-      "_linalg_vector_norm",
+  // def_submodule reuses kiln._C.linalg when another binding file has made it.
+  py::module_ linalg = m.def_submodule("linalg", "kiln.linalg: norms and matrix functions");
+  linalg.def(
+      "vector_norm",
       [](const Tensor& x, double ord, py::object dim, bool keepdim, py::object dtype) {
         return vector_norm(x, ord, parse_dims(dim, "linalg.vector_norm"), keepdim,
                            parse_dtype(dtype, "linalg.vector_norm"));
