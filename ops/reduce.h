@@ -66,6 +66,13 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& x, const DimList& dims = std::n
 Tensor vector_norm(const Tensor& x, double ord = 2, const DimList& dims = std::nullopt,
                    bool keepdim = false, std::optional<DType> dtype = std::nullopt,
                    const char* name = "linalg.vector_norm");
+// sum/mean that skip NaNs (a slice of only NaNs: sum 0, mean NaN).
+Tensor nansum(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false,
+              std::optional<DType> dtype = std::nullopt);
+Tensor nanmean(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false,
+               std::optional<DType> dtype = std::nullopt);
+// Number of nonzero elements over dims, as int64.
+Tensor count_nonzero(const Tensor& x, const DimList& dims = std::nullopt);
 // log(sum(exp(x))) over dims, shifted by the max so large inputs do not overflow.
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
 

@@ -137,6 +137,24 @@ Tensor vector_norm(const Tensor& x, double ord, const DimList& dims, bool keepdi
   return out;
 }
 
+Tensor nansum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  if (!is_floating(x.dtype())) return sum(x, dims, keepdim, dtype);
+  return sum(where(isnan(x), constant(0.0, x), x), dims, keepdim, dtype);
+}
+
+Tensor nanmean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  DType dt = dtype ? *dtype : x.dtype();
+  KILN_CHECK(is_floating(dt), Runtime,
+             "[nanmean] nanmean(): expected input to have floating point dtype but got ", dt);
+  Tensor xc = to_dtype(x, dt);
+  Tensor present = logical_not(isnan(xc));
+  return div(nansum(xc, dims, keepdim), sum(present, dims, keepdim));
+}
+
+Tensor count_nonzero(const Tensor& x, const DimList& dims) {
+  return sum(ne(x, Scalar(int64_t{0})), dims, false);
+}
+
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
   Tensor xf = is_floating(x.dtype()) ? x : to_dtype(x, DType::Float32);
   std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "logsumexp");

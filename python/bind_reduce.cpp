@@ -45,6 +45,7 @@ py::object extreme(bool is_max, const Tensor& x, py::object dim, bool keepdim, p
     return py::cast(is_max ? maximum(x, o) : minimum(x, o));
   }
   std::optional<int64_t> d = parse_one_dim(dim, name);
+  KILN_CHECK(d || !keepdim, Type, "[", name, "] keepdim=True needs a dim");
   if (!d) return py::cast(is_max ? kiln::max(x) : kiln::min(x));
   auto [values, indices] = is_max ? kiln::max(x, *d, keepdim) : kiln::min(x, *d, keepdim);
   return result_type(values, indices);
@@ -184,6 +185,38 @@ void init_reduce(py::module_& m, TensorClass& cls) {
       },
       py::arg("x"), py::arg("ord") = 2.0, py::arg("dim") = py::none(), py::arg("keepdim") = false,
       py::kw_only(), py::arg("dtype") = py::none());
+
+  auto nansum_fn = [](const Tensor& x, py::object dim, bool keepdim, py::object dtype) {
+    return nansum(x, parse_dims(dim, "nansum"), keepdim, parse_dtype(dtype, "nansum"));
+  };
+  m.def("nansum", nansum_fn, py::arg("input"), py::arg("dim") = py::none(),
+        py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none());
+  cls.def("nansum", nansum_fn, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+          py::kw_only(), py::arg("dtype") = py::none());
+  auto nanmean_fn = [](const Tensor& x, py::object dim, bool keepdim, py::object dtype) {
+    return nanmean(x, parse_dims(dim, "nanmean"), keepdim, parse_dtype(dtype, "nanmean"));
+  };
+  m.def("nanmean", nanmean_fn, py::arg("input"), py::arg("dim") = py::none(),
+        py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none());
+  cls.def("nanmean", nanmean_fn, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+          py::kw_only(), py::arg("dtype") = py::none());
+  auto count_fn = [](const Tensor& x, py::object dim) {
+    return count_nonzero(x, parse_dims(dim, "count_nonzero"));
+  };
+  m.def("count_nonzero", count_fn, py::arg("input"), py::arg("dim") = py::none());
+  cls.def("count_nonzero", count_fn, py::arg("dim") = py::none());
+  py::object aminmax_type = py::module_::import("collections")
+                                .attr("namedtuple")("aminmax", py::make_tuple("min", "max"));
+  aminmax_type.attr("__module__") = "kiln.return_types";
+  auto aminmax_fn = [aminmax_type](const Tensor& x, py::object dim, bool keepdim) {
+    std::optional<int64_t> d = parse_one_dim(dim, "aminmax");
+    DimList dims = d ? DimList(std::vector<int64_t>{*d}) : std::nullopt;
+    return aminmax_type(amin(x, dims, keepdim), amax(x, dims, keepdim));
+  };
+  m.def("aminmax", aminmax_fn, py::arg("input"), py::kw_only(), py::arg("dim") = py::none(),
+        py::arg("keepdim") = false);
+  cls.def("aminmax", aminmax_fn, py::kw_only(), py::arg("dim") = py::none(),
+          py::arg("keepdim") = false);
 
   auto lse_fn = [](const Tensor& x, py::object dim, bool keepdim) {
     return logsumexp(x, parse_dims(dim, "logsumexp"), keepdim);

@@ -430,6 +430,50 @@ def test_scan_grad_double_backward():
     assert x.grad is not None and np.all(np.isfinite(x.grad.numpy()))
 
 
+# ---------------------------------------------------------------- half types, nan-aware and extras
+
+
+@pytest.mark.parametrize("dtype", [kiln.float16, kiln.bfloat16])
+def test_half_types_reduce_and_scan(dtype):
+    a = np.array([[1.5, -2.0, 4.0, 0.5], [3.0, 3.0, -1.0, 2.0]])
+    x = kiln.tensor(a, dtype=dtype)
+    v, i = x.max(1)
+    assert v.dtype == dtype and v.tolist() == [4.0, 3.0] and i.tolist() == [2, 0]
+    assert x.amin().item() == -2.0 and x.argmin(1).tolist() == [1, 2]
+    assert x.prod(1).tolist() == [-6.0, -18.0]
+    assert x.cumsum(1).tolist() == np.cumsum(a, 1).tolist()
+    assert x.mean().item() == pytest.approx(a.mean(), rel=1e-2)
+    assert x.std().item() == pytest.approx(a.std(ddof=1), rel=2e-2)
+    assert x.norm().item() == pytest.approx(np.linalg.norm(a), rel=1e-2)
+    assert x.logsumexp(1).tolist() == pytest.approx(np_logsumexp(a, 1), rel=1e-2)
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_nansum_nanmean_count_nonzero(dim, keepdim):
+    a = rand(3, 4)
+    a[0, 1] = a[2, 3] = np.nan
+    a[1, 2] = 0.0
+    ax = axis(dim)
+    assert_close(kiln.nansum(kiln.tensor(a), dim, keepdim), np.nansum(a, ax, keepdims=keepdim))
+    assert_close(noncontig(a).nanmean(dim, keepdim), np.nanmean(a, ax, keepdims=keepdim))
+    got = kiln.count_nonzero(kiln.tensor(a), dim)
+    assert got.dtype == kiln.int64
+    assert_close(got, np.count_nonzero(a, ax))
+    gradcheck(lambda x: kiln.nansum(x, dim, keepdim), rand(2, 3))
+    gradcheck(lambda x: x.nanmean(dim, keepdim), rand(2, 3))
+
+
+def test_aminmax():
+    a = rand(3, 4)
+    r = kiln.aminmax(kiln.tensor(a))
+    assert_close(r.min, a.min())
+    assert_close(r.max, a.max())
+    lo, hi = kiln.tensor(a).aminmax(dim=1, keepdim=True)
+    assert_close(lo, a.min(1, keepdims=True))
+    assert_close(hi, a.max(1, keepdims=True))
+
+
 # ---------------------------------------------------------------- errors
 
 
@@ -490,6 +534,10 @@ def test_bad_argument_errors():
         kiln.ones(2, 2).prod((0, 1))
     with pytest.raises(TypeError, match=r"\[max\]"):
         kiln.ones(2, 2).max("a")
+    with pytest.raises(TypeError, match=r"\[min\]"):
+        kiln.ones(2, 2).min(keepdim=True)
+    with pytest.raises(RuntimeError, match=r"\[nanmean\]"):
+        kiln.tensor([1, 2]).nanmean()
     with pytest.raises(RuntimeError, match=r"\[max\]|\[maximum\]"):
         kiln.max(kiln.ones(2), kiln.ones(3))
     with pytest.raises(RuntimeError, match=r"\[sum\]"):
