@@ -1,6 +1,10 @@
+// Reductions over dims: sum, mean, prod, the max/min family and all/any.
+// Statistics (var, std, norms, logsumexp) are in reduce_stats.cpp, scans in scan.cpp.
 #include "ops/reduce.h"
 
+#include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "autograd/function.h"
 #include "core/error.h"
@@ -16,7 +20,9 @@ namespace kiln {
 namespace {
 using Grads = std::vector<Tensor>;
 
-Tensor constant(double v, const Tensor& like) { return scalar_tensor(Scalar(v), like.dtype(), like.device()); }
+Tensor constant(double v, const Tensor& like) {
+  return scalar_tensor(Scalar(v), like.dtype(), like.device());
+}
 
 // Integer and bool inputs sum and multiply in int64, as in PyTorch.
 DType accumulate_dtype(const Tensor& x, std::optional<DType> dtype) {

@@ -47,8 +47,9 @@ void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {
   if (op == ReduceOp::All || op == ReduceOp::Any) {
     KILN_CHECK(in.dtype() == DType::Bool, Runtime, "[reduce] all/any expect bool input");
     bool is_all = op == ReduceOp::All;
-    return reduce_rows<bool>(out, in, [is_all](const bool*) { return is_all; },
-                             [is_all](bool acc, bool x) { return is_all ? (acc && x) : (acc || x); });
+    return reduce_rows<bool>(
+        out, in, [is_all](const bool*) { return is_all; },
+        [is_all](bool acc, bool x) { return is_all ? (acc && x) : (acc || x); });
   }
   dispatch_all(in.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
