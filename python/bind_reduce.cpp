@@ -19,13 +19,13 @@ namespace {
 
 bool is_tensor(py::handle h) { return py::isinstance<TensorImpl>(h); }
 
-// A Python int (not bool, not a tensor) as a dim; nullopt for None.
+// An int-like dim (Python or NumPy integer, not bool, not a tensor); nullopt for None.
 std::optional<int64_t> parse_one_dim(py::handle h, const char* op) {
   if (h.is_none()) return std::nullopt;
-  KILN_CHECK(py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h), Type, "[", op,
-             "] dim must be an int, not ", std::string(py::str(py::type::handle_of(h).attr(
-                                               "__name__"))));
-  return h.cast<int64_t>();
+  KILN_CHECK(PyIndex_Check(h.ptr()) && !py::isinstance<py::bool_>(h) && !is_tensor(h), Type, "[",
+             op, "] dim must be an int, not ",
+             std::string(py::str(py::type::handle_of(h).attr("__name__"))));
+  return py::int_(py::reinterpret_borrow<py::object>(h)).cast<int64_t>();
 }
 
 // torch.return_types.max-like result: a namedtuple with .values and .indices.

@@ -135,6 +135,7 @@ def test_max_min_full_and_methods():
     assert_close(x.max(dim=0).values, a.max(0))
     assert_close(x.min(1, keepdim=True).indices, a.argmin(1)[:, None])
     assert type(x.max(0)).__name__ == "max"
+    assert_close(x.argmin(np.int64(1)), a.argmin(1))
     assert kiln.tensor([True, False]).max().item() is True
 
 
