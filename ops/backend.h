@@ -79,6 +79,13 @@ struct Backend {
   // out <- in * mask * scale. in is contiguous with out's shape and dtype.
   void (*dropout)(const Tensor& out, const Tensor& mask, const Tensor& in,
                   const RandomParams& p) = nullptr;
+  // Max/Min over each row of a contiguous [outer, inner] input (inner > 0): values[i] (input
+  // dtype) and indices[i] (int64) of the first extreme element; a NaN counts as the extreme.
+  void (*arg_reduce)(ReduceOp op, const Tensor& values, const Tensor& indices,
+                     const Tensor& in) = nullptr;
+  // Inclusive Sum/Prod scan along each row of a contiguous [outer, n] input; out has in's
+  // shape and dtype.
+  void (*scan)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

@@ -22,6 +22,8 @@ const Backend& backend() {
     b.random = random_kernel;
     b.bernoulli = bernoulli_kernel;
     b.dropout = dropout_kernel;
+    b.arg_reduce = arg_reduce_kernel;
+    b.scan = scan_kernel;
     return b;
   }();
   return table;
