@@ -1,6 +1,7 @@
 // Matrix products.
 #include <pybind11/stl.h>
 
+#include "ops/einsum.h"
 #include "ops/linalg.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -21,6 +22,16 @@ void init_linalg(py::module_& m, TensorClass& cls) {
                      Scalar alpha) { return addmm(input, m1, m2, beta, alpha); };
   m.def("addmm", addmm_fn, py::arg("input"), py::arg("mat1"), py::arg("mat2"), py::kw_only(),
         py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
+  // einsum("ij,jk->ik", a, b) or einsum("ij,jk->ik", [a, b]).
+  m.def("einsum", [](const std::string& equation, py::args operands) {
+    std::vector<Tensor> ts;
+    if (operands.size() == 1 && !py::isinstance<TensorImpl>(operands[0])) {
+      for (py::handle h : operands[0]) ts.push_back(to_tensor_arg(h, "einsum", "operands"));
+    } else {
+      for (py::handle h : operands) ts.push_back(to_tensor_arg(h, "einsum", "operands"));
+    }
+    return einsum(equation, ts);
+  }, py::arg("equation"));
   cls.def("addmm", addmm_fn, py::arg("mat1"), py::arg("mat2"), py::kw_only(),
           py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
 }
