@@ -28,6 +28,11 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+  // out[i, :] = src[index[i], :]; out and src contiguous 2-D of one dtype, index
+  // contiguous 1-D int64 with values already checked against src.size(0).
+  void (*row_gather)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
+  // out[index[i], :] += src[i, :]; out, src contiguous 2-D of one floating dtype.
+  void (*row_scatter_add)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

@@ -1,10 +1,180 @@
-// Bindings of ops/nn* (filled in by the nn op family).
+// Bindings of ops/nn_functional.h: kiln.softmax / kiln.log_softmax (and the
+// Tensor methods) at the top level; everything else in the private submodule
+// _C._nn, which kiln/nn/functional.py re-exports as kiln.nn.functional.
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "ops/nn_functional.h"
+#include "python/arg_parsing.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
 
 namespace kiln::python {
 
-void init_nn(py::module_& m, TensorClass& cls) {}
+namespace {
+
+using OptTensor = std::optional<Tensor>;
+
+// PyTorch's deprecated size_average= / reduce= override reduction= when given.
+std::string legacy_reduction(py::handle size_average, py::handle reduce,
+                             const std::string& reduction) {
+  if (size_average.is_none() && reduce.is_none()) return reduction;
+  bool avg = size_average.is_none() || size_average.cast<bool>();
+  bool red = reduce.is_none() || reduce.cast<bool>();
+  if (!red) return "none";
+  return avg ? "mean" : "sum";
+}
+
+Tensor softmax_fn(const Tensor& x, py::handle dim, py::handle dtype, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  int64_t d = dim.is_none() ? implicit_softmax_dim(x.dim()) : dim.cast<int64_t>();
+  std::optional<DType> dt = parse_dtype(dtype, op);
+  return log ? log_softmax(x, d, dt) : softmax(x, d, dt);
+}
+
+void bind_softmax(py::module_& m, py::module_& nn, TensorClass& cls) {
+  for (bool log : {false, true}) {
+    const char* name = log ? "log_softmax" : "softmax";
+    auto fn = [log](const Tensor& x, py::object dim, py::object dtype) {
+      return softmax_fn(x, dim, dtype, log);
+    };
+    m.def(name, fn, py::arg("input"), py::arg("dim"), py::arg("dtype") = py::none());
+    cls.def(name, fn, py::arg("dim"), py::arg("dtype") = py::none());
+    nn.def(
+        name,
+        [log](const Tensor& x, py::object dim, int, py::object dtype) {
+          return softmax_fn(x, dim, dtype, log);
+        },
+        py::arg("input"), py::arg("dim") = py::none(), py::arg("_stacklevel") = 3,
+        py::arg("dtype") = py::none());
+  }
+}
+
+void bind_losses(py::module_& nn) {
+  nn.def(
+      "cross_entropy",
+      [](const Tensor& input, const Tensor& target, OptTensor weight, py::object size_average,
+         int64_t ignore_index, py::object reduce, const std::string& reduction,
+         double label_smoothing) {
+        return cross_entropy(input, target, weight, ignore_index,
+                             legacy_reduction(size_average, reduce, reduction), label_smoothing);
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("size_average") = py::none(), py::arg("ignore_index") = -100,
+      py::arg("reduce") = py::none(), py::arg("reduction") = "mean",
+      py::arg("label_smoothing") = 0.0);
+  nn.def(
+      "nll_loss",
+      [](const Tensor& input, const Tensor& target, OptTensor weight, py::object size_average,
+         int64_t ignore_index, py::object reduce, const std::string& reduction) {
+        return nll_loss(input, target, weight, ignore_index,
+                        legacy_reduction(size_average, reduce, reduction));
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("size_average") = py::none(), py::arg("ignore_index") = -100,
+      py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
+  using Pointwise = Tensor (*)(const Tensor&, const Tensor&, const std::string&);
+  for (auto [name, fn] : {std::pair<const char*, Pointwise>{"mse_loss", mse_loss},
+                          std::pair<const char*, Pointwise>{"l1_loss", l1_loss}}) {
+    nn.def(
+        name,
+        [fn = fn](const Tensor& input, const Tensor& target, py::object size_average,
+                  py::object reduce, const std::string& reduction) {
+          return fn(input, target, legacy_reduction(size_average, reduce, reduction));
+        },
+        py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(),
+        py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
+  }
+  nn.def(
+      "binary_cross_entropy",
+      [](const Tensor& input, const Tensor& target, OptTensor weight, py::object size_average,
+         py::object reduce, const std::string& reduction) {
+        return binary_cross_entropy(input, target, weight,
+                                    legacy_reduction(size_average, reduce, reduction));
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
+      py::arg("reduction") = "mean");
+  nn.def(
+      "binary_cross_entropy_with_logits",
+      [](const Tensor& input, const Tensor& target, OptTensor weight, py::object size_average,
+         py::object reduce, const std::string& reduction, OptTensor pos_weight) {
+        return binary_cross_entropy_with_logits(
+            input, target, weight, legacy_reduction(size_average, reduce, reduction), pos_weight);
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
+      py::arg("reduction") = "mean", py::arg("pos_weight") = py::none());
+}
+
+void bind_layers(py::module_& nn) {
+  nn.def(
+      "linear",
+      [](const Tensor& input, const Tensor& weight, OptTensor bias) {
+        return linear(input, weight, bias);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
+  nn.def(
+      "layer_norm",
+      [](const Tensor& input, py::object normalized_shape, OptTensor weight, OptTensor bias,
+         double eps) {
+        return layer_norm(input, parse_shape_object(normalized_shape, "layer_norm"), weight,
+                          bias, eps);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+      py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  nn.def(
+      "embedding",
+      [](const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
+         py::object max_norm, double norm_type, bool scale_grad_by_freq, bool sparse) {
+        KILN_CHECK(max_norm.is_none(), NotImplemented,
+                   "[embedding] max_norm (renormalizing rows in place) is not supported");
+        KILN_CHECK(!sparse, NotImplemented, "[embedding] sparse gradients are not supported");
+        // PyTorch checks padding_idx with assert statements.
+        if (padding_idx && weight.dim() == 2 &&
+            (*padding_idx >= weight.size(0) || *padding_idx < -weight.size(0))) {
+          PyErr_SetString(PyExc_AssertionError,
+                          "[embedding] Padding_idx must be within num_embeddings");
+          throw py::error_already_set();
+        }
+        return embedding(input, weight, padding_idx, scale_grad_by_freq);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(),
+      py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0,
+      py::arg("scale_grad_by_freq") = false, py::arg("sparse") = false);
+  nn.def(
+      "one_hot", [](const Tensor& t, int64_t num_classes) { return one_hot(t, num_classes); },
+      py::arg("tensor"), py::arg("num_classes") = -1);
+}
+
+void bind_activations(py::module_& nn) {
+  nn.def("logsigmoid", [](const Tensor& x) { return logsigmoid(x); }, py::arg("input"));
+  nn.def("softsign", [](const Tensor& x) { return softsign(x); }, py::arg("input"));
+  nn.def(
+      "hardtanh",
+      [](const Tensor& x, double min_val, double max_val, bool inplace) {
+        return inplace ? hardtanh_(x, min_val, max_val) : hardtanh(x, min_val, max_val);
+      },
+      py::arg("input"), py::arg("min_val") = -1.0, py::arg("max_val") = 1.0,
+      py::arg("inplace") = false);
+  nn.def(
+      "relu6",
+      [](const Tensor& x, bool inplace) { return inplace ? hardtanh_(x, 0.0, 6.0) : relu6(x); },
+      py::arg("input"), py::arg("inplace") = false);
+}
+
+}  // namespace
+
+void init_nn(py::module_& m, TensorClass& cls) {
+  py::module_ nn = m.def_submodule("_nn", "kiln.nn.functional's C++ ops");
+  bind_softmax(m, nn, cls);
+  bind_losses(nn);
+  bind_layers(nn);
+  bind_activations(nn);
+}
 
 }  // namespace kiln::python

@@ -12,6 +12,8 @@ const Backend& backend() {
     b.where = where_kernel;
     b.reduce = reduce_kernel;
     b.bmm = bmm_kernel;
+    b.row_gather = row_gather_kernel;
+    b.row_scatter_add = row_scatter_add_kernel;
     return b;
   }();
   return table;

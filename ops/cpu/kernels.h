@@ -15,5 +15,7 @@ void fill_kernel(const Tensor& dst, Scalar value);
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
+void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 
 }  // namespace kiln::cpu

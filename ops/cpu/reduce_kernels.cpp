@@ -1,6 +1,7 @@
 // Row reductions over a contiguous [outer, inner] input. Sums accumulate in
 // acc_t (float for half types) so float16 sums do not lose precision.
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "ops/cpu/kernels.h"
@@ -21,6 +22,18 @@ void reduce_rows(const Tensor& out, const Tensor& in, Init init, Step step) {
     for (int64_t i = 0; i < inner; ++i) acc = step(acc, row[i]);
     dst[r] = T(acc);
   }
+}
+
+// The identities of max and min: -inf / +inf where T has them, else its extremes.
+template <typename T>
+T lowest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::lowest();
+}
+template <typename T>
+T highest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::max();
 }
 
 template <typename T>
@@ -51,12 +64,13 @@ void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {
       case ReduceOp::Prod:
         return reduce_rows<T>(out, in, [] { return A(1); }, [](A acc, T x) { return A(acc * A(x)); });
       case ReduceOp::Max:
-        return reduce_rows<T>(out, in, [&] { return A(in.data<T>()[0]); }, [](A acc, T x) {
+        // Start from the identity, not an element: the init runs once per row.
+        return reduce_rows<T>(out, in, [] { return lowest_value<A>(); }, [](A acc, T x) {
           if (is_nan(acc)) return acc;
           return (is_nan(x) || A(x) > acc) ? A(x) : acc;
         });
       case ReduceOp::Min:
-        return reduce_rows<T>(out, in, [&] { return A(in.data<T>()[0]); }, [](A acc, T x) {
+        return reduce_rows<T>(out, in, [] { return highest_value<A>(); }, [](A acc, T x) {
           if (is_nan(acc)) return acc;
           return (is_nan(x) || A(x) < acc) ? A(x) : acc;
         });

@@ -1,0 +1,457 @@
+"""kiln.nn.functional against NumPy references: softmax family, losses,
+linear, layer_norm, embedding, one_hot and composite activations."""
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn.functional as F
+from helpers import RNG, assert_close, gradcheck, noncontig, rand
+
+
+# --- NumPy references ---------------------------------------------------------
+
+def np_log_softmax(x, axis):
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def np_cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", smoothing=0.0):
+    """Class-index targets; x is [N, C, ...] or unbatched [C]."""
+    unbatched = x.ndim == 1
+    if unbatched:
+        x, t = x[None], np.asarray(t)[None]
+    c = x.shape[1]
+    logp = np.moveaxis(np_log_softmax(x, 1), 1, -1).reshape(-1, c)
+    flat_t = t.reshape(-1)
+    w = np.ones(c) if weight is None else weight
+    valid = flat_t != ignore_index
+    safe = np.where(valid, flat_t, 0)
+    w_t = w[safe] * valid
+    nll = -logp[np.arange(len(flat_t)), safe] * w_t
+    smooth = -(logp * w).sum(1) * valid
+    loss = (1 - smoothing) * nll + smoothing / c * smooth
+    if reduction == "none":
+        return loss.reshape(t.shape)[0] if unbatched else loss.reshape(t.shape)
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / w_t.sum()
+
+
+def np_cross_entropy_probs(x, p, weight=None, reduction="mean", smoothing=0.0):
+    class_dim = 0 if x.ndim == 1 else 1
+    c = x.shape[class_dim]
+    p = p * (1 - smoothing) + smoothing / c
+    shape = [1] * x.ndim
+    shape[class_dim] = c
+    w = np.ones(c) if weight is None else weight
+    loss = -(np_log_softmax(x, class_dim) * p * w.reshape(shape)).sum(class_dim)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / (x.size / c)
+
+
+def np_reduce(loss, reduction):
+    return {"none": loss, "mean": np.mean(loss), "sum": np.sum(loss)}[reduction]
+
+
+def np_layer_norm(x, k, w=None, b=None, eps=1e-5):
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mu) / np.sqrt(var + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+def targets(shape, classes, ignore=None, ignore_index=-100):
+    t = RNG.integers(0, classes, size=shape)
+    if ignore is not None:
+        t[ignore] = ignore_index
+    return t
+
+
+# --- softmax / log_softmax ----------------------------------------------------
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_matches_numpy(dim):
+    x = rand(3, 4, 5) * 10
+    ref = np.exp(np_log_softmax(x, dim))
+    assert_close(kiln.softmax(kiln.tensor(x), dim), ref)
+    assert_close(F.softmax(kiln.tensor(x), dim=dim), ref)
+    assert_close(kiln.tensor(x).softmax(dim), ref)
+    assert_close(kiln.log_softmax(kiln.tensor(x), dim), np_log_softmax(x, dim))
+    assert_close(F.log_softmax(kiln.tensor(x), dim), np_log_softmax(x, dim))
+    assert_close(kiln.tensor(x).log_softmax(dim), np_log_softmax(x, dim))
+
+
+def test_softmax_is_stable_for_large_inputs():
+    x = np.array([[1000.0, 1001.0, 999.0], [-1000.0, -1002.0, -1001.0]])
+    assert_close(kiln.softmax(kiln.tensor(x), 1), np.exp(np_log_softmax(x, 1)))
+    assert_close(kiln.log_softmax(kiln.tensor(x), 1), np_log_softmax(x, 1))
+
+
+def test_softmax_noncontiguous_float32_dtype_arg_and_edge_shapes():
+    x = rand(4, 3)
+    assert_close(kiln.softmax(noncontig(x), 0), np.exp(np_log_softmax(x, 0)))
+    x32 = kiln.tensor(x.astype(np.float32))
+    out = kiln.log_softmax(x32, 1, dtype=kiln.float64)
+    assert out.dtype == kiln.float64
+    assert_close(out, np_log_softmax(x, 1), atol=1e-6, rtol=1e-6)
+    assert kiln.softmax(x32, 1).dtype == kiln.float32
+    half = kiln.softmax(kiln.tensor(x, dtype=kiln.float16), 1)
+    assert half.dtype == kiln.float16
+    assert_close(half, np.exp(np_log_softmax(x, 1)), dtype=kiln.float16)
+    assert_close(kiln.softmax(kiln.tensor(2.5), 0), np.float64(1.0))
+    assert kiln.softmax(kiln.zeros(0, 3), 1).shape == (0, 3)
+    # Deprecated implicit dim: 1 for 2-D inputs.
+    assert_close(F.softmax(kiln.tensor(x)), np.exp(np_log_softmax(x, 1)))
+
+
+def test_softmax_gradients():
+    gradcheck(lambda x: kiln.softmax(x, 1), rand(2, 3))
+    gradcheck(lambda x: kiln.log_softmax(x, 0), rand(3, 2))
+    gradcheck(lambda x: kiln.softmax(x, -1) * kiln.arange(4.0, dtype=kiln.float64), rand(2, 4))
+
+
+def test_softmax_double_backward():
+    x = kiln.tensor(rand(2, 3), requires_grad=True)
+    w = kiln.tensor(rand(2, 3))
+    (g,) = kiln.autograd.grad((kiln.log_softmax(x, 1) * w).sum(), [x], create_graph=True)
+    (gg,) = kiln.autograd.grad((g * g).sum(), [x])
+    # d/dx of sum((w - softmax(x) * sum(w))^2), by central differences.
+    def f(a):
+        s = np.exp(np_log_softmax(a, 1))
+        return ((w.numpy() - s * w.numpy().sum(1, keepdims=True)) ** 2).sum()
+    a, h = x.detach().numpy(), 1e-6
+    num = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        e = np.zeros_like(a)
+        e[i] = h
+        num[i] = (f(a + e) - f(a - e)) / (2 * h)
+    assert_close(gg, num, atol=1e-6, rtol=1e-6)
+
+
+def test_softmax_errors():
+    with pytest.raises(IndexError, match=r"\[softmax\]"):
+        kiln.softmax(kiln.ones(2, 3), 2)
+    with pytest.raises(RuntimeError, match=r"\[log_softmax\].*int64"):
+        kiln.log_softmax(kiln.tensor([1, 2]), 0)
+
+
+# --- cross_entropy / nll_loss -------------------------------------------------
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_class_indices(reduction, smoothing, weighted):
+    x = rand(6, 4) * 3
+    w = rand(4, low=0.5, high=2.0) if weighted else None
+    t = targets(6, 4, ignore=[1, 4])
+    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(t), weight=None if w is None else kiln.tensor(w),
+                          reduction=reduction, label_smoothing=smoothing)
+    assert_close(got, np_cross_entropy(x, t, w, -100, reduction, smoothing))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_k_dim_targets_and_custom_ignore_index(reduction):
+    x = rand(2, 3, 4, 5)
+    w = rand(3, low=0.5, high=2.0)
+    t = targets((2, 4, 5), 3)
+    t[0, 1, :2] = 1  # ignore_index=1 is also a valid class
+    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(t), kiln.tensor(w), ignore_index=1,
+                          reduction=reduction, label_smoothing=0.1)
+    assert_close(got, np_cross_entropy(x, t, w, 1, reduction, 0.1))
+
+
+def test_cross_entropy_unbatched_and_noncontiguous():
+    x = rand(5)
+    for reduction in ("mean", "none"):
+        got = F.cross_entropy(kiln.tensor(x), kiln.tensor(3), reduction=reduction)
+        assert_close(got, np_cross_entropy(x, np.int64(3), reduction=reduction))
+    x = rand(3, 4)
+    t = targets(4, 3)
+    got = F.cross_entropy(noncontig(x).t(), kiln.tensor(t), label_smoothing=0.3)
+    assert_close(got, np_cross_entropy(np.ascontiguousarray(x.T), t, smoothing=0.3))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.25])
+def test_cross_entropy_probability_targets(reduction, smoothing):
+    x = rand(3, 4, 2)
+    p = np.exp(np_log_softmax(rand(3, 4, 2), 1))
+    w = rand(4, low=0.5, high=2.0)
+    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(p), weight=kiln.tensor(w), reduction=reduction,
+                          label_smoothing=smoothing)
+    assert_close(got, np_cross_entropy_probs(x, p, w, reduction, smoothing))
+    x1, p1 = rand(4), np.exp(np_log_softmax(rand(4), 0))
+    assert_close(F.cross_entropy(kiln.tensor(x1), kiln.tensor(p1)), np_cross_entropy_probs(x1, p1))
+
+
+def test_cross_entropy_float32_and_all_ignored():
+    x = rand(5, 3).astype(np.float32)
+    t = targets(5, 3)
+    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(t))
+    assert got.dtype == kiln.float32
+    assert_close(got, np_cross_entropy(x.astype(np.float64), t), dtype=kiln.float32)
+    assert np.isnan(F.cross_entropy(kiln.tensor(x), kiln.full((5,), -100, dtype=kiln.int64)).item())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss(reduction):
+    logp = np_log_softmax(rand(5, 4), 1)
+    w = rand(4, low=0.5, high=2.0)
+    t = targets(5, 4, ignore=[2])
+    got = F.nll_loss(kiln.tensor(logp), kiln.tensor(t), weight=kiln.tensor(w), reduction=reduction)
+    valid = t != -100
+    safe = np.where(valid, t, 0)
+    per = -logp[np.arange(5), safe] * w[safe] * valid
+    ref = {"none": per, "sum": per.sum(), "mean": per.sum() / (w[safe] * valid).sum()}[reduction]
+    assert_close(got, ref)
+    # size_average/reduce (deprecated) override reduction.
+    assert_close(F.nll_loss(kiln.tensor(logp), kiln.tensor(t), reduce=False), -logp[np.arange(5), safe] * valid)
+
+
+def test_cross_entropy_and_nll_gradients():
+    t = kiln.tensor(targets(3, 4, ignore=[1]))
+    w = kiln.tensor(rand(4, low=0.5, high=2.0))
+    gradcheck(lambda x: F.cross_entropy(x, t, weight=w, label_smoothing=0.1), rand(3, 4))
+    gradcheck(lambda x: F.cross_entropy(x, t, reduction="none"), rand(3, 4))
+    t3 = kiln.tensor(targets((2, 3), 4))
+    gradcheck(lambda x: F.cross_entropy(x, t3, reduction="sum"), rand(2, 4, 3))
+    gradcheck(lambda x, p: F.cross_entropy(x, p, label_smoothing=0.2), rand(2, 3), rand(2, 3, low=0, high=1))
+    gradcheck(lambda x: F.nll_loss(x, t, weight=w), rand(3, 4))
+
+
+def test_cross_entropy_double_backward_runs():
+    x = kiln.tensor(rand(3, 4), requires_grad=True)
+    loss = F.cross_entropy(x, kiln.tensor(targets(3, 4)))
+    (g,) = kiln.autograd.grad(loss, [x], create_graph=True)
+    (gg,) = kiln.autograd.grad(g.pow(2).sum(), [x])
+    assert gg.shape == (3, 4) and np.abs(gg.numpy()).sum() > 0
+
+
+def test_cross_entropy_and_nll_errors():
+    x = kiln.ones(3, 4)
+    with pytest.raises(IndexError, match=r"\[cross_entropy\].*Target 4 .*4 classes"):
+        F.cross_entropy(x, kiln.tensor([0, 4, 1]))
+    with pytest.raises(IndexError, match=r"\[nll_loss\].*Target -3 .*4 classes"):
+        F.nll_loss(x, kiln.tensor([0, -3, 1]))
+    with pytest.raises(ValueError, match=r"\[cross_entropy\].*batch_size \(3\).*\(2\)"):
+        F.cross_entropy(x, kiln.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match=r"\[nll_loss\].*int64"):
+        F.nll_loss(x, kiln.tensor([0.0, 1.0, 2.0]))
+    with pytest.raises(RuntimeError, match=r"\[cross_entropy\].*Expected floating point type"):
+        F.cross_entropy(x, kiln.ones(3, 4, dtype=kiln.int64))
+    with pytest.raises(RuntimeError, match=r"\[cross_entropy\].*weight tensor"):
+        F.cross_entropy(x, kiln.tensor([0, 1, 2]), weight=kiln.ones(3))
+    with pytest.raises(RuntimeError, match=r"\[nll_loss\].*Expected target size \[2, 3\]"):
+        F.nll_loss(kiln.ones(2, 4, 3), kiln.zeros(2, 4, dtype=kiln.int64))
+    with pytest.raises(RuntimeError, match=r"\[cross_entropy\].*label_smoothing"):
+        F.cross_entropy(x, kiln.tensor([0, 1, 2]), label_smoothing=1.5)
+    with pytest.raises(ValueError, match=r"\[cross_entropy\] 'avg' is not a valid value for reduction"):
+        F.cross_entropy(x, kiln.tensor([0, 1, 2]), reduction="avg")
+
+
+# --- pointwise losses ---------------------------------------------------------
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_and_l1_loss(reduction):
+    a, b = rand(3, 4), rand(3, 4)
+    assert_close(F.mse_loss(kiln.tensor(a), kiln.tensor(b), reduction=reduction), np_reduce((a - b) ** 2, reduction))
+    assert_close(F.l1_loss(noncontig(a), kiln.tensor(b), reduction=reduction), np_reduce(np.abs(a - b), reduction))
+    # Broadcasting, as PyTorch allows (with a warning there).
+    c = rand(4)
+    assert_close(F.mse_loss(kiln.tensor(a), kiln.tensor(c), reduction=reduction), np_reduce((a - c) ** 2, reduction))
+
+
+def test_mse_and_l1_gradients_and_errors():
+    gradcheck(lambda a, b: F.mse_loss(a, b), rand(2, 3), rand(2, 3))
+    gradcheck(lambda a, b: F.l1_loss(a, b, reduction="sum"), rand(2, 3), rand(2, 3))
+    with pytest.raises(ValueError, match=r"\[mse_loss\] 'elementwise' is not a valid value for reduction"):
+        F.mse_loss(kiln.ones(2), kiln.ones(2), reduction="elementwise")
+    with pytest.raises(ValueError, match=r"\[l1_loss\].*not a valid value for reduction"):
+        F.l1_loss(kiln.ones(2), kiln.ones(2), reduction="")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy(reduction):
+    x = rand(3, 4, low=0.05, high=0.95)
+    t = rand(3, 4, low=0, high=1)
+    w = rand(4, low=0.5, high=2.0)
+    ref = -w * (t * np.log(x) + (1 - t) * np.log(1 - x))
+    got = F.binary_cross_entropy(kiln.tensor(x), kiln.tensor(t), weight=kiln.tensor(w), reduction=reduction)
+    assert_close(got, np_reduce(ref, reduction))
+
+
+def test_binary_cross_entropy_clamps_logs_at_exact_zero_and_one():
+    x = kiln.tensor([0.0, 1.0, 0.5], dtype=kiln.float64, requires_grad=True)
+    t = kiln.tensor([1.0, 1.0, 0.0], dtype=kiln.float64)
+    loss = F.binary_cross_entropy(x, t, reduction="none")
+    assert_close(loss, np.array([100.0, 0.0, np.log(2.0)]))
+    loss.sum().backward()
+    assert np.all(np.isfinite(x.grad.numpy()))
+    assert_close(x.grad, np.array([-1e12, 0.0, 2.0]), rtol=1e-6)
+
+
+def test_binary_cross_entropy_gradients_and_errors():
+    t = rand(2, 3, low=0, high=1)
+    gradcheck(lambda x: F.binary_cross_entropy(x, kiln.tensor(t)), rand(2, 3, low=0.1, high=0.9))
+    gradcheck(lambda x, tt: F.binary_cross_entropy(x, tt, reduction="sum"),
+              rand(2, 3, low=0.1, high=0.9), t)
+    with pytest.raises(RuntimeError, match=r"\[binary_cross_entropy\].*between 0 and 1"):
+        F.binary_cross_entropy(kiln.tensor([0.5, 1.5]), kiln.tensor([1.0, 0.0]))
+    with pytest.raises(RuntimeError, match=r"\[binary_cross_entropy\].*between 0 and 1"):
+        F.binary_cross_entropy(kiln.tensor([0.5, float("nan")]), kiln.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"\[binary_cross_entropy\].*target size \[2\].*\[2, 1\]"):
+        F.binary_cross_entropy(kiln.full((2, 1), 0.5), kiln.ones(2))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_with_logits(reduction):
+    x = rand(3, 4) * 20  # large logits: the naive formula would overflow
+    t = rand(3, 4, low=0, high=1)
+    w = rand(3, 1, low=0.5, high=2.0)
+    pw = rand(4, low=0.5, high=3.0)
+    log_sig = -np.logaddexp(0, -x)
+    log_sig_neg = -np.logaddexp(0, x)
+    ref = -w * (pw * t * log_sig + (1 - t) * log_sig_neg)
+    got = F.binary_cross_entropy_with_logits(kiln.tensor(x), kiln.tensor(t), weight=kiln.tensor(w),
+                                             reduction=reduction, pos_weight=kiln.tensor(pw))
+    assert_close(got, np_reduce(ref, reduction))
+    plain = F.binary_cross_entropy_with_logits(kiln.tensor(x), kiln.tensor(t), reduction=reduction)
+    assert_close(plain, np_reduce(-(t * log_sig + (1 - t) * log_sig_neg), reduction))
+
+
+def test_binary_cross_entropy_with_logits_gradients_and_errors():
+    t = kiln.tensor(rand(2, 3, low=0, high=1))
+    pw = kiln.tensor(rand(3, low=0.5, high=3.0))
+    gradcheck(lambda x: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw), rand(2, 3))
+    gradcheck(lambda x, tt: F.binary_cross_entropy_with_logits(x, tt), rand(2, 3), rand(2, 3, low=0, high=1))
+    with pytest.raises(ValueError, match=r"\[binary_cross_entropy_with_logits\] Target size \[3\]"):
+        F.binary_cross_entropy_with_logits(kiln.ones(2), kiln.ones(3))
+
+
+# --- linear / layer_norm ------------------------------------------------------
+
+def test_linear():
+    x, w, b = rand(2, 5, 3), rand(4, 3), rand(4)
+    assert_close(F.linear(kiln.tensor(x), kiln.tensor(w), kiln.tensor(b)), x @ w.T + b)
+    assert_close(F.linear(noncontig(x[0]), kiln.tensor(w)), x[0] @ w.T)
+    gradcheck(lambda x, w, b: F.linear(x, w, b), rand(2, 3), rand(4, 3), rand(4))
+    with pytest.raises(RuntimeError, match=r"\[linear\].*\[2, 3\].*\[4, 5\]"):
+        F.linear(kiln.ones(2, 3), kiln.ones(4, 5))
+
+
+def test_layer_norm():
+    x, w, b = rand(2, 3, 4), rand(3, 4), rand(3, 4)
+    got = F.layer_norm(kiln.tensor(x), (3, 4), kiln.tensor(w), kiln.tensor(b), eps=1e-3)
+    assert_close(got, np_layer_norm(x, 2, w, b, 1e-3))
+    assert_close(F.layer_norm(noncontig(x), [4]), np_layer_norm(x, 1))
+    x32 = kiln.tensor(x.astype(np.float32))
+    assert_close(F.layer_norm(x32, 4), np_layer_norm(x, 1), dtype=kiln.float32, atol=1e-4)
+    assert_close(F.layer_norm(kiln.tensor(x, dtype=kiln.float16), 4), np_layer_norm(x, 1), dtype=kiln.float16)
+
+
+def test_layer_norm_gradients():
+    gradcheck(lambda x, w, b: F.layer_norm(x, (3,), w, b), rand(2, 3), rand(3), rand(3))
+    gradcheck(lambda x: F.layer_norm(x, (2, 2)), rand(2, 2, 2))
+    x = kiln.tensor(rand(2, 3), requires_grad=True)
+    (g,) = kiln.autograd.grad((F.layer_norm(x, 3) * kiln.tensor(rand(2, 3))).sum(), [x], create_graph=True)
+    (gg,) = kiln.autograd.grad(g.pow(2).sum(), [x])
+    assert np.abs(gg.numpy()).sum() > 0
+
+
+def test_layer_norm_errors():
+    with pytest.raises(RuntimeError, match=r"\[layer_norm\].*normalized_shape=\[3\].*\[2, 4\]"):
+        F.layer_norm(kiln.ones(2, 4), (3,))
+    with pytest.raises(RuntimeError, match=r"\[layer_norm\].*weight.*\[2\]"):
+        F.layer_norm(kiln.ones(2, 4), (4,), weight=kiln.ones(2))
+
+
+# --- embedding / one_hot ------------------------------------------------------
+
+def test_embedding_forward():
+    w = rand(6, 3)
+    idx = np.array([[0, 5, 2], [2, 2, 1]])
+    assert_close(F.embedding(kiln.tensor(idx), kiln.tensor(w)), w[idx])
+    assert_close(F.embedding(kiln.tensor(idx, dtype=kiln.int32), noncontig(w)), w[idx])
+    assert F.embedding(kiln.zeros(0, dtype=kiln.int64), kiln.tensor(w)).shape == (0, 3)
+    assert_close(F.embedding(kiln.tensor(4), kiln.tensor(w)), w[4])
+
+
+def test_embedding_backward_accumulates_and_skips_padding():
+    idx = np.array([[0, 5, 2], [2, 2, 1]])
+    g = rand(2, 3, 3)
+    for pad, scale in [(None, False), (2, False), (-1, False), (None, True)]:
+        w = kiln.tensor(rand(6, 3), requires_grad=True)
+        out = F.embedding(kiln.tensor(idx), w, padding_idx=pad, scale_grad_by_freq=scale)
+        (out * kiln.tensor(g)).sum().backward()
+        ref = np.zeros((6, 3))
+        counts = np.bincount(idx.ravel(), minlength=6)
+        for i, row in zip(idx.ravel(), g.reshape(-1, 3)):
+            if pad is None or i != pad % 6:
+                ref[i] += row / counts[i] if scale else row
+        assert_close(w.grad, ref)
+
+
+def test_embedding_gradients_and_errors():
+    idx = kiln.tensor([[1, 0], [1, 2]])
+    gradcheck(lambda w: F.embedding(idx, w), rand(3, 2))
+    w = kiln.tensor(rand(3, 2), requires_grad=True)
+    (g,) = kiln.autograd.grad((F.embedding(idx, w) ** 2).sum(), [w], create_graph=True)
+    (gg,) = kiln.autograd.grad(g.sum(), [w])
+    counts = np.array([1, 2, 1])[:, None]
+    assert_close(gg, 2 * np.broadcast_to(counts, (3, 2)))
+    with pytest.raises(IndexError, match=r"\[embedding\].*index 3 .*3 rows"):
+        F.embedding(kiln.tensor([0, 3]), kiln.ones(3, 2))
+    with pytest.raises(IndexError, match=r"\[embedding\].*index -1 "):
+        F.embedding(kiln.tensor([-1]), kiln.ones(3, 2))
+    with pytest.raises(RuntimeError, match=r"\[embedding\].*float32"):
+        F.embedding(kiln.tensor([0.0]), kiln.ones(3, 2))
+    with pytest.raises(AssertionError, match="Padding_idx"):
+        F.embedding(kiln.tensor([0]), kiln.ones(3, 2), padding_idx=3)
+    with pytest.raises(NotImplementedError, match=r"\[embedding\].*max_norm"):
+        F.embedding(kiln.tensor([0]), kiln.ones(3, 2), max_norm=1.0)
+
+
+def test_one_hot():
+    t = np.array([[0, 3], [2, 1]])
+    ref = np.eye(4, dtype=np.int64)[t]
+    got = F.one_hot(kiln.tensor(t))
+    assert got.dtype == kiln.int64
+    assert_close(got, ref)
+    assert_close(F.one_hot(kiln.tensor(t), num_classes=6), np.eye(6, dtype=np.int64)[t])
+    assert F.one_hot(kiln.zeros(0, dtype=kiln.int64), 3).shape == (0, 3)
+    with pytest.raises(RuntimeError, match=r"\[one_hot\].*int64"):
+        F.one_hot(kiln.tensor([1.0]))
+    with pytest.raises(RuntimeError, match=r"\[one_hot\].*non-negative"):
+        F.one_hot(kiln.tensor([-1, 0]))
+    with pytest.raises(RuntimeError, match=r"\[one_hot\].*smaller than num_classes"):
+        F.one_hot(kiln.tensor([3]), 3)
+    with pytest.raises(RuntimeError, match=r"\[one_hot\].*empty"):
+        F.one_hot(kiln.zeros(0, dtype=kiln.int64))
+
+
+# --- activations --------------------------------------------------------------
+
+def test_composite_activations():
+    x = rand(3, 4) * 5
+    assert_close(F.logsigmoid(kiln.tensor(x * 10)), -np.logaddexp(0, -x * 10))
+    assert_close(F.softsign(kiln.tensor(x)), x / (1 + np.abs(x)))
+    assert_close(F.hardtanh(kiln.tensor(x)), np.clip(x, -1, 1))
+    assert_close(F.hardtanh(kiln.tensor(x), -2.0, 0.5), np.clip(x, -2, 0.5))
+    assert_close(F.relu6(kiln.tensor(x * 3)), np.clip(x * 3, 0, 6))
+    y = kiln.tensor(x)
+    assert F.relu6(y, inplace=True) is y
+    assert_close(y, np.clip(x, 0, 6))
+    for name in ("relu", "gelu", "silu", "sigmoid", "tanh", "leaky_relu", "elu", "softplus"):
+        assert callable(getattr(F, name))
+    gradcheck(F.logsigmoid, rand(2, 3))
+    gradcheck(F.softsign, rand(2, 3))
+    gradcheck(lambda x: F.hardtanh(x, -1.5, 1.5), rand(2, 3))
+    with pytest.raises(ValueError, match=r"\[hardtanh\]"):
+        F.hardtanh(kiln.ones(2), 1.0, -1.0)
