@@ -212,7 +212,9 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
            [sx = SavedTensor(input), st = SavedTensor(target), clamped_logs](
                const Grads& g, Node&) -> Grads {
              Tensor x = sx.unpack(), t = st.unpack();
-             Tensor denom = clamp(mul(rsub(x, Scalar(1)), x), Scalar(1e-12), std::nullopt);
+             // PyTorch's epsilon is the float 1e-12; matching it matches its gradients.
+             Tensor denom = clamp(mul(rsub(x, Scalar(1)), x), Scalar(static_cast<double>(1e-12f)),
+                                  std::nullopt);
              auto [log_x, log_1mx] = clamped_logs(x);
              return {div(mul(g[0], sub(x, t)), denom), mul(g[0], sub(log_1mx, log_x))};
            });

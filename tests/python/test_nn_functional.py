@@ -455,3 +455,57 @@ def test_composite_activations():
     gradcheck(lambda x: F.hardtanh(x, -1.5, 1.5), rand(2, 3))
     with pytest.raises(ValueError, match=r"\[hardtanh\]"):
         F.hardtanh(kiln.ones(2), 1.0, -1.0)
+
+
+# --- recorded PyTorch values --------------------------------------------------
+
+def test_matches_recorded_pytorch_values():
+    """Values PyTorch 2.11 computed (torch.nn.functional, float64) on the
+    GPU machine for inputs drawn in this order from default_rng(123); this
+    pins the exact formulas (smoothing, weights, ignore_index, clamps) beyond
+    the NumPy references above."""
+    import json
+    import pathlib
+    ref = json.loads((pathlib.Path(__file__).parent / "data" / "nn_functional_torch_ref.json").read_text())
+    g = np.random.default_rng(123)
+    T = lambda a: kiln.tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
+    got = {}
+    x, w, t = g.uniform(-3, 3, (6, 4)), g.uniform(0.5, 2, 4), g.integers(0, 4, 6)
+    t[[1, 4]] = -100
+    for ls in (0, 0.2):
+        for r in ("mean", "sum", "none"):
+            for wt in (0, 1):
+                got[f"ce{ls}{r}{wt}"] = F.cross_entropy(T(x), kiln.tensor(t), weight=T(w) if wt else None,
+                                                        reduction=r, label_smoothing=ls)
+    x2, t2, w2 = g.uniform(-2, 2, (2, 3, 4, 5)), g.integers(0, 3, (2, 4, 5)), g.uniform(0.5, 2, 3)
+    for r in ("mean", "none"):
+        got["ck" + r] = F.cross_entropy(T(x2), kiln.tensor(t2), T(w2), ignore_index=1, reduction=r,
+                                        label_smoothing=0.1)
+    x3, p3, w3 = g.uniform(-2, 2, (3, 4, 2)), kiln.softmax(T(g.uniform(-2, 2, (3, 4, 2))), 1), g.uniform(0.5, 2, 4)
+    for r in ("mean", "sum", "none"):
+        got["cp" + r] = F.cross_entropy(T(x3), p3, weight=T(w3), reduction=r, label_smoothing=0.25)
+    xb, tb, wb = g.uniform(0.05, 0.95, (3, 4)), g.uniform(0, 1, (3, 4)), g.uniform(0.5, 2, 4)
+    got["bce"] = F.binary_cross_entropy(T(xb), T(tb), weight=T(wb), reduction="none")
+    z = T([0.0, 1.0, 0.5]).requires_grad_()
+    loss = F.binary_cross_entropy(z, T([1.0, 1.0, 0.0]), reduction="none")
+    loss.sum().backward()
+    got["bce01"] = [loss, z.grad]
+    xl, tl, wl, pw = g.uniform(-40, 40, (3, 4)), g.uniform(0, 1, (3, 4)), g.uniform(0.5, 2, (3, 1)), g.uniform(0.5, 3, 4)
+    xt = T(xl).requires_grad_()
+    loss = F.binary_cross_entropy_with_logits(xt, T(tl), weight=T(wl), pos_weight=T(pw), reduction="none")
+    loss.sum().backward()
+    got["bwl"] = [loss, xt.grad]
+    emb = T(g.uniform(-1, 1, (6, 3))).requires_grad_()
+    idx, gg = kiln.tensor([[0, 5, 2], [2, 2, 1]]), T(g.uniform(-1, 1, (2, 3, 3)))
+    (F.embedding(idx, emb, padding_idx=2, scale_grad_by_freq=True) * gg).sum().backward()
+    got["emb"] = emb.grad
+    xs = T(g.uniform(-2, 2, (5,))).requires_grad_()
+    loss = F.cross_entropy(xs, kiln.tensor(3), label_smoothing=0.3)
+    loss.backward()
+    got["ce1"] = [loss, xs.grad]
+    assert set(got) == set(ref)
+    for key, value in got.items():
+        parts = value if isinstance(value, list) else [value]
+        expected = ref[key] if isinstance(value, list) else [ref[key]]
+        for part, exp in zip(parts, expected):
+            assert_close(part, np.array(exp), atol=1e-9, rtol=1e-9)
