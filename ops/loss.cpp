@@ -20,14 +20,19 @@ using Grads = std::vector<Tensor>;
 
 Tensor apply_reduction(const Tensor& loss, Reduction r) {
   switch (r) {
-    case Reduction::Mean: return mean(loss);
-    case Reduction::Sum: return sum(loss);
-    case Reduction::None: break;
+    case Reduction::Mean:
+      return mean(loss);
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::None:
+      break;
   }
   return loss;
 }
 
-Tensor zero_like_scalar(const Tensor& t) { return scalar_tensor(Scalar(0.0), t.dtype(), t.device()); }
+Tensor zero_like_scalar(const Tensor& t) {
+  return scalar_tensor(Scalar(0.0), t.dtype(), t.device());
+}
 
 // Per-target terms of nll_loss, flattened to [M] (M = number of targets):
 // loss[i] = -weight[t_i] * input[i, t_i] and the weight itself, both 0 where
@@ -46,9 +51,8 @@ NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optiona
   KILN_CHECK(target.dtype() == DType::Int64, Runtime, "[", op,
              "] expected target of dtype int64 (class indices), got ", target.dtype());
   if (input.dim() == 1) {
-    KILN_CHECK(target.dim() == 0, Runtime, "[", op,
-               "] unbatched input of shape ", input.sizes(), " expects a 0-D target, got shape ",
-               target.sizes());
+    KILN_CHECK(target.dim() == 0, Runtime, "[", op, "] unbatched input of shape ", input.sizes(),
+               " expects a 0-D target, got shape ", target.sizes());
   } else {
     KILN_CHECK(target.dim() >= 1 && input.size(0) == target.size(0), Value, "[", op,
                "] Expected input batch_size (", input.size(0), ") to match target batch_size (",
@@ -92,8 +96,8 @@ NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optiona
 Tensor cross_entropy_probs(const Tensor& logp, const Tensor& target, const Tensor& weight_b,
                            int64_t class_dim, Reduction red, double eps) {
   KILN_CHECK(is_floating(target.dtype()), Runtime,
-             "[cross_entropy] Expected floating point type for target with class probabilities, "
-             "got ", target.dtype());
+             "[cross_entropy] Expected floating point type for target with class probabilities,",
+             " got ", target.dtype());
   const int64_t classes = logp.size(class_dim);
   Tensor probs = target;
   if (eps > 0) probs = add(mul(target, Scalar(1.0 - eps)), Scalar(eps / classes));
@@ -127,8 +131,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
   Reduction red = parse_reduction(reduction, "cross_entropy");
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, Runtime,
-             "[cross_entropy] label_smoothing must be between 0.0 and 1.0. Got: ",
-             label_smoothing);
+             "[cross_entropy] label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
   KILN_CHECK(input.dim() >= 1, Value, "[cross_entropy] Expected 1 or more dimensions (got 0)");
   KILN_CHECK(is_floating(input.dtype()), Runtime,
              "[cross_entropy] expected a floating-point input, got ", input.dtype());
@@ -178,9 +181,8 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const std::optional<Tensor>& weight, const std::string& reduction) {
   Reduction red = parse_reduction(reduction, "binary_cross_entropy");
-  KILN_CHECK(input.sizes() == target.sizes(), Value,
-             "[binary_cross_entropy] Using a target size ", target.sizes(),
-             " that is different to the input size ", input.sizes(),
+  KILN_CHECK(input.sizes() == target.sizes(), Value, "[binary_cross_entropy] Using a target size ",
+             target.sizes(), " that is different to the input size ", input.sizes(),
              " is not supported. Please ensure they have the same size.");
   KILN_CHECK(is_floating(input.dtype()), Runtime,
              "[binary_cross_entropy] expected a floating-point input, got ", input.dtype());
@@ -195,10 +197,9 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
     if (input.numel() > 0) {
       // NaN fails the check too, as it should.
       Tensor inside = logical_and(ge(input, Scalar(0)), le(input, Scalar(1)));
-      Tensor all_inside = to_device(
-          reduce_compute(ReduceOp::All, inside, std::nullopt, false, DType::Bool,
-                         "binary_cross_entropy"),
-          Device());
+      Tensor all_inside = to_device(reduce_compute(ReduceOp::All, inside, std::nullopt, false,
+                                                   DType::Bool, "binary_cross_entropy"),
+                                    Device());
       KILN_CHECK(*all_inside.data<bool>(), Runtime,
                  "[binary_cross_entropy] all elements of input should be between 0 and 1");
     }
@@ -209,8 +210,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
   // the chain rule would multiply a zero clamp gradient by an infinite log'.
   if (needs_grad({input, target})) {
     record("binary_cross_entropy", {input, target}, {loss},
-           [sx = SavedTensor(input), st = SavedTensor(target), clamped_logs](
-               const Grads& g, Node&) -> Grads {
+           [sx = SavedTensor(input), st = SavedTensor(target), clamped_logs](const Grads& g,
+                                                                             Node&) -> Grads {
              Tensor x = sx.unpack(), t = st.unpack();
              // PyTorch's epsilon is the float 1e-12; matching it matches its gradients.
              Tensor denom = clamp(mul(rsub(x, Scalar(1)), x), Scalar(static_cast<double>(1e-12f)),

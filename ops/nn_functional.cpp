@@ -47,14 +47,14 @@ Tensor softmax_impl(const Tensor& input, int64_t dim, std::optional<DType> dtype
   const int64_t d = wrap_dim(dim, x.dim(), op);
   Tensor y = softmax_values(x, d, log, op);
   if (needs_grad({x})) {
-    record(op, {x}, {y}, [d, log, sy = SavedTensor::output(y, 0)](const Grads& g,
-                                                                     Node& self) -> Grads {
-      Tensor yv = sy.unpack(self);
-      std::vector<int64_t> dims{d};
-      if (log) return {sub(g[0], mul(exp(yv), sum(g[0], dims, true)))};
-      Tensor gy = mul(g[0], yv);
-      return {sub(gy, mul(yv, sum(gy, dims, true)))};
-    });
+    record(op, {x}, {y},
+           [d, log, sy = SavedTensor::output(y, 0)](const Grads& g, Node& self) -> Grads {
+             Tensor yv = sy.unpack(self);
+             std::vector<int64_t> dims{d};
+             if (log) return {sub(g[0], mul(exp(yv), sum(g[0], dims, true)))};
+             Tensor gy = mul(g[0], yv);
+             return {sub(gy, mul(yv, sum(gy, dims, true)))};
+           });
   }
   return y;
 }
@@ -75,8 +75,7 @@ Tensor row_gather_compute(const Tensor& src, const Tensor& index) {
 Tensor row_scatter_add_compute(const Tensor& src, const Tensor& index, int64_t rows) {
   Tensor s = contiguous(src);
   Tensor out = zeros({rows, s.size(1)}, s.dtype(), s.device());
-  require_kernel(backend(s.device()).row_scatter_add, "row_scatter_add", s.device())(out, s,
-                                                                                      index);
+  require_kernel(backend(s.device()).row_scatter_add, "row_scatter_add", s.device())(out, s, index);
   return out;
 }
 
@@ -117,9 +116,8 @@ Tensor gather_rows(const Tensor& src, const Tensor& index) {
 Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
   Tensor out = row_scatter_add_compute(src, index, rows);
   if (needs_grad({src})) {
-    record("scatter_add_rows", {src}, {out}, [index](const Grads& g, Node&) -> Grads {
-      return {gather_rows(g[0], index)};
-    });
+    record("scatter_add_rows", {src}, {out},
+           [index](const Grads& g, Node&) -> Grads { return {gather_rows(g[0], index)}; });
   }
   return out;
 }
@@ -141,8 +139,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   KILN_CHECK(k >= 1, Runtime, "[layer_norm] normalized_shape must have at least one dim");
   bool fits = input.dim() >= k &&
-              std::equal(normalized_shape.begin(), normalized_shape.end(),
-                         input.sizes().end() - k);
+              std::equal(normalized_shape.begin(), normalized_shape.end(), input.sizes().end() - k);
   KILN_CHECK(fits, Runtime, "[layer_norm] Given normalized_shape=", normalized_shape,
              ", expected input with shape [*, ", normalized_shape, "], but got input of size ",
              input.sizes());
@@ -191,13 +188,14 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
            [index, rows, width, padding_idx, scale_grad_by_freq](const Grads& g, Node&) -> Grads {
              Tensor rows_grad = reshape(g[0], {index.numel(), width});
              if (padding_idx)
-               rows_grad = mul(rows_grad, unsqueeze(to_dtype(ne(index, Scalar(*padding_idx)),
-                                                             rows_grad.dtype()), 1));
+               rows_grad =
+                   mul(rows_grad,
+                       unsqueeze(to_dtype(ne(index, Scalar(*padding_idx)), rows_grad.dtype()), 1));
              if (scale_grad_by_freq) {
                GradModeGuard no_grad(false);
                Tensor ones_col = ones({index.numel(), 1}, rows_grad.dtype(), rows_grad.device());
-               Tensor freq = row_gather_compute(
-                   row_scatter_add_compute(ones_col, index, rows), index);
+               Tensor freq =
+                   row_gather_compute(row_scatter_add_compute(ones_col, index, rows), index);
                rows_grad = div(rows_grad, freq);
              }
              return {scatter_add_rows(rows_grad, index, rows)};

@@ -122,8 +122,8 @@ void bind_layers(py::module_& nn) {
       "layer_norm",
       [](const Tensor& input, py::object normalized_shape, OptTensor weight, OptTensor bias,
          double eps) {
-        return layer_norm(input, parse_shape_object(normalized_shape, "layer_norm"), weight,
-                          bias, eps);
+        return layer_norm(input, parse_shape_object(normalized_shape, "layer_norm"), weight, bias,
+                          eps);
       },
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
       py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
@@ -152,8 +152,10 @@ void bind_layers(py::module_& nn) {
 }
 
 void bind_activations(py::module_& nn) {
-  nn.def("logsigmoid", [](const Tensor& x) { return logsigmoid(x); }, py::arg("input"));
-  nn.def("softsign", [](const Tensor& x) { return softsign(x); }, py::arg("input"));
+  nn.def(
+      "logsigmoid", [](const Tensor& x) { return logsigmoid(x); }, py::arg("input"));
+  nn.def(
+      "softsign", [](const Tensor& x) { return softsign(x); }, py::arg("input"));
   nn.def(
       "hardtanh",
       [](const Tensor& x, double min_val, double max_val, bool inplace) {

@@ -15,7 +15,8 @@ void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index
   char* to = static_cast<char*>(out.data_ptr());
   if (row_bytes == 0) return;
 #pragma omp parallel for if (n * static_cast<int64_t>(row_bytes) > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) std::memcpy(to + i * row_bytes, from + idx[i] * row_bytes, row_bytes);
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(to + i * row_bytes, from + idx[i] * row_bytes, row_bytes);
 }
 
 void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index) {

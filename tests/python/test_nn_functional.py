@@ -151,8 +151,9 @@ def test_cross_entropy_class_indices(reduction, smoothing, weighted):
     x = rand(6, 4) * 3
     w = rand(4, low=0.5, high=2.0) if weighted else None
     t = targets(6, 4, ignore=[1, 4])
-    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(t), weight=None if w is None else kiln.tensor(w),
-                          reduction=reduction, label_smoothing=smoothing)
+    weight = None if w is None else kiln.tensor(w)
+    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(t), weight=weight, reduction=reduction,
+                          label_smoothing=smoothing)
     assert_close(got, np_cross_entropy(x, t, w, -100, reduction, smoothing))
 
 
@@ -184,8 +185,8 @@ def test_cross_entropy_probability_targets(reduction, smoothing):
     x = rand(3, 4, 2)
     p = np.exp(np_log_softmax(rand(3, 4, 2), 1))
     w = rand(4, low=0.5, high=2.0)
-    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(p), weight=kiln.tensor(w), reduction=reduction,
-                          label_smoothing=smoothing)
+    got = F.cross_entropy(kiln.tensor(x), kiln.tensor(p), weight=kiln.tensor(w),
+                          reduction=reduction, label_smoothing=smoothing)
     assert_close(got, np_cross_entropy_probs(x, p, w, reduction, smoothing))
     x1, p1 = rand(4), np.exp(np_log_softmax(rand(4), 0))
     assert_close(F.cross_entropy(kiln.tensor(x1), kiln.tensor(p1)), np_cross_entropy_probs(x1, p1))
@@ -212,7 +213,8 @@ def test_nll_loss(reduction):
     ref = {"none": per, "sum": per.sum(), "mean": per.sum() / (w[safe] * valid).sum()}[reduction]
     assert_close(got, ref)
     # size_average/reduce (deprecated) override reduction.
-    assert_close(F.nll_loss(kiln.tensor(logp), kiln.tensor(t), reduce=False), -logp[np.arange(5), safe] * valid)
+    assert_close(F.nll_loss(kiln.tensor(logp), kiln.tensor(t), reduce=False),
+                 -logp[np.arange(5), safe] * valid)
 
 
 def test_cross_entropy_and_nll_gradients():
@@ -222,7 +224,8 @@ def test_cross_entropy_and_nll_gradients():
     gradcheck(lambda x: F.cross_entropy(x, t, reduction="none"), rand(3, 4))
     t3 = kiln.tensor(targets((2, 3), 4))
     gradcheck(lambda x: F.cross_entropy(x, t3, reduction="sum"), rand(2, 4, 3))
-    gradcheck(lambda x, p: F.cross_entropy(x, p, label_smoothing=0.2), rand(2, 3), rand(2, 3, low=0, high=1))
+    gradcheck(lambda x, p: F.cross_entropy(x, p, label_smoothing=0.2), rand(2, 3),
+              rand(2, 3, low=0, high=1))
     gradcheck(lambda x: F.nll_loss(x, t, weight=w), rand(3, 4))
 
 
@@ -252,7 +255,7 @@ def test_cross_entropy_and_nll_errors():
         F.nll_loss(kiln.ones(2, 4, 3), kiln.zeros(2, 4, dtype=kiln.int64))
     with pytest.raises(RuntimeError, match=r"\[cross_entropy\].*label_smoothing"):
         F.cross_entropy(x, kiln.tensor([0, 1, 2]), label_smoothing=1.5)
-    with pytest.raises(ValueError, match=r"\[cross_entropy\] 'avg' is not a valid value for reduction"):
+    with pytest.raises(ValueError, match=r"\[cross_entropy\] 'avg' is not a valid value for redu"):
         F.cross_entropy(x, kiln.tensor([0, 1, 2]), reduction="avg")
 
 
@@ -261,17 +264,20 @@ def test_cross_entropy_and_nll_errors():
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_and_l1_loss(reduction):
     a, b = rand(3, 4), rand(3, 4)
-    assert_close(F.mse_loss(kiln.tensor(a), kiln.tensor(b), reduction=reduction), np_reduce((a - b) ** 2, reduction))
-    assert_close(F.l1_loss(noncontig(a), kiln.tensor(b), reduction=reduction), np_reduce(np.abs(a - b), reduction))
+    assert_close(F.mse_loss(kiln.tensor(a), kiln.tensor(b), reduction=reduction),
+                 np_reduce((a - b) ** 2, reduction))
+    assert_close(F.l1_loss(noncontig(a), kiln.tensor(b), reduction=reduction),
+                 np_reduce(np.abs(a - b), reduction))
     # Broadcasting, as PyTorch allows (with a warning there).
     c = rand(4)
-    assert_close(F.mse_loss(kiln.tensor(a), kiln.tensor(c), reduction=reduction), np_reduce((a - c) ** 2, reduction))
+    assert_close(F.mse_loss(kiln.tensor(a), kiln.tensor(c), reduction=reduction),
+                 np_reduce((a - c) ** 2, reduction))
 
 
 def test_mse_and_l1_gradients_and_errors():
     gradcheck(lambda a, b: F.mse_loss(a, b), rand(2, 3), rand(2, 3))
     gradcheck(lambda a, b: F.l1_loss(a, b, reduction="sum"), rand(2, 3), rand(2, 3))
-    with pytest.raises(ValueError, match=r"\[mse_loss\] 'elementwise' is not a valid value for reduction"):
+    with pytest.raises(ValueError, match=r"\[mse_loss\] 'elementwise' is not a valid value for"):
         F.mse_loss(kiln.ones(2), kiln.ones(2), reduction="elementwise")
     with pytest.raises(ValueError, match=r"\[l1_loss\].*not a valid value for reduction"):
         F.l1_loss(kiln.ones(2), kiln.ones(2), reduction="")
@@ -283,7 +289,8 @@ def test_binary_cross_entropy(reduction):
     t = rand(3, 4, low=0, high=1)
     w = rand(4, low=0.5, high=2.0)
     ref = -w * (t * np.log(x) + (1 - t) * np.log(1 - x))
-    got = F.binary_cross_entropy(kiln.tensor(x), kiln.tensor(t), weight=kiln.tensor(w), reduction=reduction)
+    got = F.binary_cross_entropy(kiln.tensor(x), kiln.tensor(t), weight=kiln.tensor(w),
+                                 reduction=reduction)
     assert_close(got, np_reduce(ref, reduction))
 
 
@@ -330,7 +337,8 @@ def test_binary_cross_entropy_with_logits_gradients_and_errors():
     t = kiln.tensor(rand(2, 3, low=0, high=1))
     pw = kiln.tensor(rand(3, low=0.5, high=3.0))
     gradcheck(lambda x: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw), rand(2, 3))
-    gradcheck(lambda x, tt: F.binary_cross_entropy_with_logits(x, tt), rand(2, 3), rand(2, 3, low=0, high=1))
+    gradcheck(lambda x, tt: F.binary_cross_entropy_with_logits(x, tt), rand(2, 3),
+              rand(2, 3, low=0, high=1))
     with pytest.raises(ValueError, match=r"\[binary_cross_entropy_with_logits\] Target size \[3\]"):
         F.binary_cross_entropy_with_logits(kiln.ones(2), kiln.ones(3))
 
@@ -353,14 +361,16 @@ def test_layer_norm():
     assert_close(F.layer_norm(noncontig(x), [4]), np_layer_norm(x, 1))
     x32 = kiln.tensor(x.astype(np.float32))
     assert_close(F.layer_norm(x32, 4), np_layer_norm(x, 1), dtype=kiln.float32, atol=1e-4)
-    assert_close(F.layer_norm(kiln.tensor(x, dtype=kiln.float16), 4), np_layer_norm(x, 1), dtype=kiln.float16)
+    assert_close(F.layer_norm(kiln.tensor(x, dtype=kiln.float16), 4), np_layer_norm(x, 1),
+                 dtype=kiln.float16)
 
 
 def test_layer_norm_gradients():
     gradcheck(lambda x, w, b: F.layer_norm(x, (3,), w, b), rand(2, 3), rand(3), rand(3))
     gradcheck(lambda x: F.layer_norm(x, (2, 2)), rand(2, 2, 2))
     x = kiln.tensor(rand(2, 3), requires_grad=True)
-    (g,) = kiln.autograd.grad((F.layer_norm(x, 3) * kiln.tensor(rand(2, 3))).sum(), [x], create_graph=True)
+    loss = (F.layer_norm(x, 3) * kiln.tensor(rand(2, 3))).sum()
+    (g,) = kiln.autograd.grad(loss, [x], create_graph=True)
     (gg,) = kiln.autograd.grad(g.pow(2).sum(), [x])
     assert np.abs(gg.numpy()).sum() > 0
 
@@ -466,7 +476,8 @@ def test_matches_recorded_pytorch_values():
     the NumPy references above."""
     import json
     import pathlib
-    ref = json.loads((pathlib.Path(__file__).parent / "data" / "nn_functional_torch_ref.json").read_text())
+    path = pathlib.Path(__file__).parent / "data" / "nn_functional_torch_ref.json"
+    ref = json.loads(path.read_text())
     g = np.random.default_rng(123)
     T = lambda a: kiln.tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
     got = {}
@@ -475,13 +486,16 @@ def test_matches_recorded_pytorch_values():
     for ls in (0, 0.2):
         for r in ("mean", "sum", "none"):
             for wt in (0, 1):
-                got[f"ce{ls}{r}{wt}"] = F.cross_entropy(T(x), kiln.tensor(t), weight=T(w) if wt else None,
-                                                        reduction=r, label_smoothing=ls)
+                got[f"ce{ls}{r}{wt}"] = F.cross_entropy(
+                    T(x), kiln.tensor(t), weight=T(w) if wt else None, reduction=r,
+                    label_smoothing=ls)
     x2, t2, w2 = g.uniform(-2, 2, (2, 3, 4, 5)), g.integers(0, 3, (2, 4, 5)), g.uniform(0.5, 2, 3)
     for r in ("mean", "none"):
         got["ck" + r] = F.cross_entropy(T(x2), kiln.tensor(t2), T(w2), ignore_index=1, reduction=r,
                                         label_smoothing=0.1)
-    x3, p3, w3 = g.uniform(-2, 2, (3, 4, 2)), kiln.softmax(T(g.uniform(-2, 2, (3, 4, 2))), 1), g.uniform(0.5, 2, 4)
+    x3 = g.uniform(-2, 2, (3, 4, 2))
+    p3 = kiln.softmax(T(g.uniform(-2, 2, (3, 4, 2))), 1)
+    w3 = g.uniform(0.5, 2, 4)
     for r in ("mean", "sum", "none"):
         got["cp" + r] = F.cross_entropy(T(x3), p3, weight=T(w3), reduction=r, label_smoothing=0.25)
     xb, tb, wb = g.uniform(0.05, 0.95, (3, 4)), g.uniform(0, 1, (3, 4)), g.uniform(0.5, 2, 4)
@@ -490,9 +504,11 @@ def test_matches_recorded_pytorch_values():
     loss = F.binary_cross_entropy(z, T([1.0, 1.0, 0.0]), reduction="none")
     loss.sum().backward()
     got["bce01"] = [loss, z.grad]
-    xl, tl, wl, pw = g.uniform(-40, 40, (3, 4)), g.uniform(0, 1, (3, 4)), g.uniform(0.5, 2, (3, 1)), g.uniform(0.5, 3, 4)
+    xl, tl = g.uniform(-40, 40, (3, 4)), g.uniform(0, 1, (3, 4))
+    wl, pw = g.uniform(0.5, 2, (3, 1)), g.uniform(0.5, 3, 4)
     xt = T(xl).requires_grad_()
-    loss = F.binary_cross_entropy_with_logits(xt, T(tl), weight=T(wl), pos_weight=T(pw), reduction="none")
+    loss = F.binary_cross_entropy_with_logits(xt, T(tl), weight=T(wl), pos_weight=T(pw),
+                                              reduction="none")
     loss.sum().backward()
     got["bwl"] = [loss, xt.grad]
     emb = T(g.uniform(-1, 1, (6, 3))).requires_grad_()
