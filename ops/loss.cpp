@@ -167,15 +167,79 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
              mul(smooth, Scalar(label_smoothing / classes)));
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  Reduction red = parse_reduction(reduction, "mse_loss");
-  Tensor diff = sub(input, target);
-  return apply_reduction(mul(diff, diff), red);
+namespace {
+
+// PyTorch's weighted pointwise losses: weight has input's shape and "mean"
+// divides by the summed weight.
+Tensor reduce_weighted(const Tensor& loss, const Tensor& input, const std::optional<Tensor>& weight,
+                       Reduction red, const char* op) {
+  if (!weight) return apply_reduction(loss, red);
+  KILN_CHECK(weight->sizes() == input.sizes(), Value, "[", op,
+             "] Weights and input must have the same size: weight ", weight->sizes(), ", input ",
+             input.sizes());
+  Tensor weighted = mul(loss, *weight);
+  if (red == Reduction::Mean) return div(sum(weighted), sum(*weight));
+  return apply_reduction(weighted, red);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                const std::optional<Tensor>& weight) {
+  Reduction red = parse_reduction(reduction, "mse_loss");
+  Tensor diff = sub(input, target);
+  return reduce_weighted(mul(diff, diff), input, weight, red, "mse_loss");
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+               const std::optional<Tensor>& weight) {
   Reduction red = parse_reduction(reduction, "l1_loss");
-  return apply_reduction(abs(sub(input, target)), red);
+  return reduce_weighted(abs(sub(input, target)), input, weight, red, "l1_loss");
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                      double beta) {
+  Reduction red = parse_reduction(reduction, "smooth_l1_loss");
+  KILN_CHECK(beta >= 0, Runtime,
+             "[smooth_l1_loss] smooth_l1_loss does not support negative values for beta, got ",
+             beta);
+  Tensor d = abs(sub(input, target));
+  if (beta == 0.0) return apply_reduction(d, red);
+  Tensor quadratic = div(mul(mul(d, d), Scalar(0.5)), Scalar(beta));
+  return apply_reduction(where(lt(d, Scalar(beta)), quadratic, sub(d, Scalar(0.5 * beta))), red);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                  double delta, const std::optional<Tensor>& weight) {
+  Reduction red = parse_reduction(reduction, "huber_loss");
+  KILN_CHECK(delta > 0, Runtime,
+             "[huber_loss] huber_loss does not support non-positive values for delta, got ", delta);
+  Tensor d = abs(sub(input, target));
+  Tensor loss = where(lt(d, Scalar(delta)), mul(mul(d, d), Scalar(0.5)),
+                      mul(sub(d, Scalar(0.5 * delta)), Scalar(delta)));
+  if (!weight) return apply_reduction(loss, red);
+  KILN_CHECK(weight->sizes() == input.sizes(), Value,
+             "[huber_loss] Weights and input must have the same size: weight ", weight->sizes(),
+             ", input ", input.sizes());
+  // Unlike mse_loss and l1_loss, PyTorch's weighted huber "mean" divides by the element count.
+  return apply_reduction(mul(loss, *weight), red);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction,
+              bool log_target) {
+  const bool batchmean = reduction == "batchmean";
+  Reduction red = batchmean ? Reduction::Sum : parse_reduction(reduction, "kl_div");
+  Tensor loss;
+  if (log_target) {
+    loss = mul(exp(target), sub(target, input));
+  } else {
+    // target * log(target) with 0 * log(0) = 0 (and a finite gradient there).
+    Tensor safe = where(eq(target, Scalar(0)), ones_like(target), target);
+    loss = sub(mul(target, log(safe)), mul(target, input));
+  }
+  Tensor out = apply_reduction(loss, red);
+  if (batchmean && input.dim() > 0) out = div(out, Scalar(input.size(0)));
+  return out;
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,

@@ -1,6 +1,7 @@
 #include "ops/nn_functional.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/function.h"
 #include "core/error.h"
@@ -9,6 +10,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
@@ -91,6 +93,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return softmax_impl(x, dim, dtype, true);
 }
 
+Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax(neg(dtype ? to_dtype(x, *dtype) : x), dim);
+}
+
 void check_index_bounds(const Tensor& index, int64_t n, const char* op, const char* what,
                         const char* unit, std::optional<int64_t> allowed) {
   Tensor h = host_int64(index);
@@ -133,25 +139,50 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   return bias ? add(out, *bias) : out;
 }
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
-                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                  double eps) {
+namespace {
+
+// Checks shared by layer_norm and rms_norm; returns the normalized dims.
+std::vector<int64_t> norm_dims(const Tensor& input, const Shape& normalized_shape,
+                               const std::optional<Tensor>& weight,
+                               const std::optional<Tensor>& bias, const char* op) {
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  KILN_CHECK(k >= 1, Runtime, "[layer_norm] normalized_shape must have at least one dim");
+  KILN_CHECK(k >= 1, Runtime, "[", op, "] normalized_shape must have at least one dim");
   bool fits = input.dim() >= k &&
               std::equal(normalized_shape.begin(), normalized_shape.end(), input.sizes().end() - k);
-  KILN_CHECK(fits, Runtime, "[layer_norm] Given normalized_shape=", normalized_shape,
+  KILN_CHECK(fits, Runtime, "[", op, "] Given normalized_shape=", normalized_shape,
              ", expected input with shape [*, ", normalized_shape, "], but got input of size ",
              input.sizes());
   for (const auto* p : {&weight, &bias}) {
-    KILN_CHECK(!*p || (*p)->sizes() == normalized_shape, Runtime, "[layer_norm] Expected ",
+    KILN_CHECK(!*p || (*p)->sizes() == normalized_shape, Runtime, "[", op, "] Expected ",
                p == &weight ? "weight" : "bias", " of shape normalized_shape=", normalized_shape,
                ", but got ", (*p)->sizes());
   }
-  KILN_CHECK(is_floating(input.dtype()), Runtime,
-             "[layer_norm] expected a floating-point input, got ", input.dtype());
+  KILN_CHECK(is_floating(input.dtype()), Runtime, "[", op,
+             "] expected a floating-point input, got ", input.dtype());
   std::vector<int64_t> dims;
   for (int64_t i = input.dim() - k; i < input.dim(); ++i) dims.push_back(i);
+  return dims;
+}
+
+double machine_epsilon(DType t) {
+  switch (t) {
+    case DType::Float64:
+      return 2.220446049250313e-16;
+    case DType::Float16:
+      return 0.0009765625;
+    case DType::BFloat16:
+      return 0.0078125;
+    default:
+      return 1.1920928955078125e-07;
+  }
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                  double eps) {
+  std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, bias, "layer_norm");
   // Half inputs normalize in float32: their variance loses too many bits otherwise.
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor centered = sub(x, mean(x, dims, true));
@@ -160,6 +191,33 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
   if (weight) y = mul(y, *weight);
   if (bias) y = add(y, *bias);
   return y;
+}
+
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
+                const std::optional<Tensor>& weight, std::optional<double> eps) {
+  std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
+  const double e = eps ? *eps : machine_epsilon(input.dtype());
+  Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
+  Tensor y = to_dtype(mul(x, rsqrt(add(mean(mul(x, x), dims, true), Scalar(e)))), input.dtype());
+  return weight ? mul(y, *weight) : y;
+}
+
+Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
+  KILN_CHECK(p > 0 && std::isfinite(p), NotImplemented,
+             "[normalize] only finite p > 0 is supported, got p=", p);
+  KILN_CHECK(is_floating(input.dtype()), Runtime,
+             "[normalize] expected a floating-point input, got ", input.dtype());
+  std::vector<int64_t> dims{wrap_dim(dim, std::max<int64_t>(input.dim(), 1), "normalize")};
+  Tensor x = input.dim() == 0 ? reshape(input, {1}) : input;
+  Tensor powered = p == 2.0 ? mul(x, x) : pow(abs(x), Scalar(p));
+  Tensor total = sum(powered, dims, true);
+  // An all-zero slice gets norm 0 and gradient 0 (the root's derivative is infinite there).
+  Tensor nonzero = gt(total, Scalar(0));
+  Tensor safe = where(nonzero, total, ones_like(total));
+  Tensor root = p == 2.0 ? sqrt(safe) : pow(safe, Scalar(1.0 / p));
+  Tensor norm = where(nonzero, root, zeros_like(root));
+  Tensor y = div(x, clamp(norm, Scalar(eps), std::nullopt));
+  return input.dim() == 0 ? reshape(y, {}) : y;
 }
 
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
@@ -251,6 +309,30 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 }
 
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
+
+Tensor hardsigmoid(const Tensor& x) { return div(relu6(add(x, Scalar(3))), Scalar(6)); }
+
+Tensor hardswish(const Tensor& x) { return mul(x, hardsigmoid(x)); }
+
+Tensor mish(const Tensor& x) { return mul(x, tanh(softplus(x))); }
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime,
+             "[glu] glu does not support scalars because halving size must be even");
+  const int64_t d = wrap_dim(dim, x.dim(), "glu");
+  const int64_t half = x.size(d) / 2;
+  KILN_CHECK(x.size(d) % 2 == 0, Runtime, "[glu] Halving dimension must be even, but dimension ", d,
+             " is size ", x.size(d), " (input ", x.sizes(), ")");
+  return mul(narrow(x, d, 0, half), sigmoid(narrow(x, d, half, half)));
+}
+
+const Tensor& activation_inplace(const Tensor& x, const char* op,
+                                 const std::function<Tensor(const Tensor&)>& fn) {
+  return apply_inplace(x, {}, op, fn, [&] {
+    GradModeGuard no_grad(false);
+    copy_(x, fn(x));
+  });
+}
 
 const Tensor& hardtanh_(const Tensor& x, double min_val, double max_val) {
   KILN_CHECK(min_val <= max_val, Value, "[hardtanh_] min_val (", min_val,

@@ -6,6 +6,7 @@
 // kiln ops for the same reason.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,8 @@ namespace kiln {
 // input before the op, as PyTorch's dtype= does. Half inputs compute in float32.
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// softmax(-x).
+Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 // PyTorch's choice of dim when softmax is called without one (deprecated form).
 int64_t implicit_softmax_dim(int64_t ndim);
 
@@ -36,8 +39,22 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const std::optional<Tensor>& weight = std::nullopt,
                      int64_t ignore_index = -100, const std::string& reduction = "mean",
                      double label_smoothing = 0.0);
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
-Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// input and target broadcast. `weight` (same shape as input) scales each
+// element, and "mean" then divides by its sum, as PyTorch's weighted forms do.
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                const std::optional<Tensor>& weight = std::nullopt);
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+               const std::optional<Tensor>& weight = std::nullopt);
+// Quadratic below beta (divided by beta), linear above; beta = 0 is l1_loss.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      const std::string& reduction = "mean", double beta = 1.0);
+// Quadratic below delta, delta-scaled linear above.
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                  double delta = 1.0, const std::optional<Tensor>& weight = std::nullopt);
+// input holds log-probabilities; target probabilities (log-probabilities with
+// log_target). reduction may also be "batchmean" (sum / batch size).
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
 // input holds probabilities in [0, 1] (checked); each log is clamped at -100.
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const std::optional<Tensor>& weight = std::nullopt,
@@ -54,6 +71,13 @@ Tensor linear(const Tensor& input, const Tensor& weight,
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// x / sqrt(mean(x^2) + eps) over the trailing normalized_shape dims, times
+// weight; eps defaults to the machine epsilon of x's dtype.
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
+                const std::optional<Tensor>& weight = std::nullopt,
+                std::optional<double> eps = std::nullopt);
+// x / max(||x||_p, eps) along dim (finite p > 0).
+Tensor normalize(const Tensor& input, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 // Rows of weight [num_embeddings, dim] picked by integer `input`; the backward
 // scatter-adds into a zero gradient (repeated indices accumulate). padding_idx
 // may be negative (counted from the end); its row gets no gradient.
@@ -70,6 +94,15 @@ Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
 Tensor relu6(const Tensor& x);
 // In place (clamps `x` itself).
 const Tensor& hardtanh_(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
+Tensor mish(const Tensor& x);
+// a * sigmoid(b) for the two halves a, b of x along dim.
+Tensor glu(const Tensor& x, int64_t dim = -1);
+// x <- fn(x) through the in-place protocol (ops/elementwise.h), for the
+// activations' inplace=True forms.
+const Tensor& activation_inplace(const Tensor& x, const char* op,
+                                 const std::function<Tensor(const Tensor&)>& fn);
 
 // Building blocks shared by embedding and nll_loss. `index` is a 1-D int64
 // tensor whose values the caller has checked against the row count.

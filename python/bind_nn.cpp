@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "ops/nn_functional.h"
+#include "ops/unary.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
 
@@ -52,6 +53,14 @@ void bind_softmax(py::module_& m, py::module_& nn, TensorClass& cls) {
         py::arg("input"), py::arg("dim") = py::none(), py::arg("_stacklevel") = 3,
         py::arg("dtype") = py::none());
   }
+  nn.def(
+      "softmin",
+      [](const Tensor& x, py::object dim, int, py::object dtype) {
+        int64_t d = dim.is_none() ? implicit_softmax_dim(x.dim()) : dim.cast<int64_t>();
+        return softmin(x, d, parse_dtype(dtype, "softmin"));
+      },
+      py::arg("input"), py::arg("dim") = py::none(), py::arg("_stacklevel") = 3,
+      py::arg("dtype") = py::none());
 }
 
 void bind_losses(py::module_& nn) {
@@ -77,18 +86,42 @@ void bind_losses(py::module_& nn) {
       py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
       py::arg("size_average") = py::none(), py::arg("ignore_index") = -100,
       py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
-  using Pointwise = Tensor (*)(const Tensor&, const Tensor&, const std::string&);
-  for (auto [name, fn] : {std::pair<const char*, Pointwise>{"mse_loss", mse_loss},
-                          std::pair<const char*, Pointwise>{"l1_loss", l1_loss}}) {
+  using Weighted = Tensor (*)(const Tensor&, const Tensor&, const std::string&, const OptTensor&);
+  for (auto [name, fn] : {std::pair<const char*, Weighted>{"mse_loss", mse_loss},
+                          std::pair<const char*, Weighted>{"l1_loss", l1_loss}}) {
     nn.def(
         name,
         [fn = fn](const Tensor& input, const Tensor& target, py::object size_average,
-                  py::object reduce, const std::string& reduction) {
-          return fn(input, target, legacy_reduction(size_average, reduce, reduction));
+                  py::object reduce, const std::string& reduction, OptTensor weight) {
+          return fn(input, target, legacy_reduction(size_average, reduce, reduction), weight);
         },
         py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(),
-        py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
+        py::arg("reduce") = py::none(), py::arg("reduction") = "mean",
+        py::arg("weight") = py::none());
   }
+  nn.def(
+      "smooth_l1_loss",
+      [](const Tensor& input, const Tensor& target, py::object size_average, py::object reduce,
+         const std::string& reduction, double beta) {
+        return smooth_l1_loss(input, target, legacy_reduction(size_average, reduce, reduction),
+                              beta);
+      },
+      py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(),
+      py::arg("reduce") = py::none(), py::arg("reduction") = "mean", py::arg("beta") = 1.0);
+  nn.def(
+      "huber_loss",
+      [](const Tensor& input, const Tensor& target, const std::string& reduction, double delta,
+         OptTensor weight) { return huber_loss(input, target, reduction, delta, weight); },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("delta") = 1.0,
+      py::arg("weight") = py::none());
+  nn.def(
+      "kl_div",
+      [](const Tensor& input, const Tensor& target, py::object size_average, py::object reduce,
+         const std::string& reduction, bool log_target) {
+        return kl_div(input, target, legacy_reduction(size_average, reduce, reduction), log_target);
+      },
+      py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(),
+      py::arg("reduce") = py::none(), py::arg("reduction") = "mean", py::arg("log_target") = false);
   nn.def(
       "binary_cross_entropy",
       [](const Tensor& input, const Tensor& target, OptTensor weight, py::object size_average,
@@ -128,6 +161,22 @@ void bind_layers(py::module_& nn) {
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
       py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
   nn.def(
+      "rms_norm",
+      [](const Tensor& input, py::object normalized_shape, OptTensor weight,
+         std::optional<double> eps) {
+        return rms_norm(input, parse_shape_object(normalized_shape, "rms_norm"), weight, eps);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+      py::arg("eps") = py::none());
+  nn.def(
+      "normalize",
+      [](const Tensor& input, double p, int64_t dim, double eps, py::object out) {
+        KILN_CHECK(out.is_none(), NotImplemented, "[normalize] out= is not supported");
+        return normalize(input, p, dim, eps);
+      },
+      py::arg("input"), py::arg("p") = 2.0, py::arg("dim") = 1, py::arg("eps") = 1e-12,
+      py::arg("out") = py::none());
+  nn.def(
       "embedding",
       [](const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
          py::object max_norm, double norm_type, bool scale_grad_by_freq, bool sparse) {
@@ -151,11 +200,25 @@ void bind_layers(py::module_& nn) {
       py::arg("tensor"), py::arg("num_classes") = -1);
 }
 
+// An activation with PyTorch's inplace= flag.
+template <typename Fn>
+void def_activation(py::module_& nn, const char* name, const char* inplace_name, Fn fn) {
+  nn.def(
+      name,
+      [fn, inplace_name](const Tensor& x, bool inplace) {
+        return inplace ? activation_inplace(x, inplace_name, fn) : fn(x);
+      },
+      py::arg("input"), py::arg("inplace") = false);
+}
+
 void bind_activations(py::module_& nn) {
   nn.def(
       "logsigmoid", [](const Tensor& x) { return logsigmoid(x); }, py::arg("input"));
   nn.def(
       "softsign", [](const Tensor& x) { return softsign(x); }, py::arg("input"));
+  nn.def(
+      "glu", [](const Tensor& x, int64_t dim) { return glu(x, dim); }, py::arg("input"),
+      py::arg("dim") = -1);
   nn.def(
       "hardtanh",
       [](const Tensor& x, double min_val, double max_val, bool inplace) {
@@ -163,10 +226,30 @@ void bind_activations(py::module_& nn) {
       },
       py::arg("input"), py::arg("min_val") = -1.0, py::arg("max_val") = 1.0,
       py::arg("inplace") = false);
+  def_activation(nn, "relu6", "relu6_", [](const Tensor& x) { return relu6(x); });
   nn.def(
-      "relu6",
-      [](const Tensor& x, bool inplace) { return inplace ? hardtanh_(x, 0.0, 6.0) : relu6(x); },
+      "relu", [](const Tensor& x, bool inplace) { return inplace ? relu_(x) : relu(x); },
       py::arg("input"), py::arg("inplace") = false);
+  nn.def(
+      "silu", [](const Tensor& x, bool inplace) { return inplace ? silu_(x) : silu(x); },
+      py::arg("input"), py::arg("inplace") = false);
+  def_activation(nn, "hardsigmoid", "hardsigmoid_", [](const Tensor& x) { return hardsigmoid(x); });
+  def_activation(nn, "hardswish", "hardswish_", [](const Tensor& x) { return hardswish(x); });
+  def_activation(nn, "mish", "mish_", [](const Tensor& x) { return mish(x); });
+  nn.def(
+      "leaky_relu",
+      [](const Tensor& x, double slope, bool inplace) {
+        auto fn = [slope](const Tensor& t) { return leaky_relu(t, slope); };
+        return inplace ? activation_inplace(x, "leaky_relu_", fn) : fn(x);
+      },
+      py::arg("input"), py::arg("negative_slope") = 0.01, py::arg("inplace") = false);
+  nn.def(
+      "elu",
+      [](const Tensor& x, double alpha, bool inplace) {
+        auto fn = [alpha](const Tensor& t) { return elu(t, alpha); };
+        return inplace ? activation_inplace(x, "elu_", fn) : fn(x);
+      },
+      py::arg("input"), py::arg("alpha") = 1.0, py::arg("inplace") = false);
 }
 
 }  // namespace

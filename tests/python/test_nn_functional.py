@@ -525,3 +525,152 @@ def test_matches_recorded_pytorch_values():
         expected = ref[key] if isinstance(value, list) else [ref[key]]
         for part, exp in zip(parts, expected):
             assert_close(part, np.array(exp), atol=1e-9, rtol=1e-9)
+
+
+def test_more_ops_match_recorded_pytorch_values():
+    """As above, for the second group of ops, inputs from default_rng(7)."""
+    import json
+    import pathlib
+    path = pathlib.Path(__file__).parent / "data" / "nn_functional_torch_ref_extra.json"
+    ref = json.loads(path.read_text())
+    g = np.random.default_rng(7)
+    T = lambda a: kiln.tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
+    got = {}
+    a, b, w = g.uniform(-2, 2, (3, 4)), g.uniform(-2, 2, (3, 4)), g.uniform(0.5, 2, (3, 4))
+    for r in ("mean", "sum", "none"):
+        got["mse" + r] = F.mse_loss(T(a), T(b), reduction=r, weight=T(w))
+        got["l1" + r] = F.l1_loss(T(a), T(b), reduction=r, weight=T(w))
+        got["hub" + r] = F.huber_loss(T(a), T(b), reduction=r, delta=0.7, weight=T(w))
+        got["sl1" + r] = F.smooth_l1_loss(T(a), T(b), reduction=r, beta=0.5)
+    got["sl10"] = F.smooth_l1_loss(T(a), T(b), beta=0.0)
+    got["hub1"] = F.huber_loss(T(a), T(b))
+    lp = kiln.log_softmax(T(g.uniform(-2, 2, (3, 5))), 1)
+    q = kiln.softmax(T(g.uniform(-2, 2, (3, 5))), 1).numpy().copy()
+    q[0, 1] = 0
+    for r in ("mean", "sum", "batchmean", "none"):
+        got["kl" + r] = F.kl_div(lp, T(q), reduction=r)
+    got["kllog"] = F.kl_div(lp, kiln.log_softmax(T(g.uniform(-2, 2, (3, 5))), 1),
+                            reduction="batchmean", log_target=True)
+    x, rw = g.uniform(-2, 2, (2, 3, 4)), g.uniform(0.5, 2, 4)
+    got["rms"] = F.rms_norm(T(x), (4,), T(rw))
+    got["rms2"] = F.rms_norm(T(x), (3, 4), eps=0.1)
+    got["rms32"] = F.rms_norm(kiln.tensor(x, dtype=kiln.float32) * 1e-3, (4,))
+    got["nrm"] = F.normalize(T(x))
+    got["nrm3"] = F.normalize(T(x), p=3.0, dim=-1)
+    got["glu"] = F.glu(T(x), -1)
+    y = T(g.uniform(-5, 5, (3, 4)))
+    for name in ("hardsigmoid", "hardswish", "mish"):
+        got[name] = getattr(F, name)(y)
+    got["smin"] = F.softmin(y, dim=1)
+    assert set(got) == set(ref)
+    for key, value in got.items():
+        tol = 1e-6 if key == "rms32" else 1e-10
+        assert_close(value, np.array(ref[key]), dtype=value.dtype, atol=tol, rtol=tol)
+
+
+# --- more losses, norms and activations (NumPy references) ---------------------
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_smooth_l1_huber_and_weighted_pointwise_losses(reduction):
+    a, b, w = rand(3, 4), rand(3, 4), rand(3, 4, low=0.5, high=2.0)
+    d = np.abs(a - b)
+    sl1 = np.where(d < 0.8, 0.5 * d * d / 0.8, d - 0.4)
+    hub = np.where(d < 0.8, 0.5 * d * d, 0.8 * (d - 0.4))
+    A, B, W = kiln.tensor(a), kiln.tensor(b), kiln.tensor(w)
+    assert_close(F.smooth_l1_loss(A, B, reduction=reduction, beta=0.8), np_reduce(sl1, reduction))
+    assert_close(F.huber_loss(A, B, reduction=reduction, delta=0.8), np_reduce(hub, reduction))
+    assert_close(F.huber_loss(A, B, reduction=reduction, delta=0.8, weight=W),
+                 np_reduce(hub * w, reduction))
+    weighted_mean = {"mean": lambda v: v.sum() / w.sum(), "sum": np.sum, "none": lambda v: v}
+    assert_close(F.mse_loss(A, B, reduction=reduction, weight=W),
+                 weighted_mean[reduction](w * d * d))
+    assert_close(F.l1_loss(A, B, reduction=reduction, weight=W), weighted_mean[reduction](w * d))
+    assert_close(F.smooth_l1_loss(A, B, reduction=reduction, beta=0.0), np_reduce(d, reduction))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "batchmean", "none"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div(reduction, log_target):
+    lp = np_log_softmax(rand(4, 5), 1)
+    q = np.exp(np_log_softmax(rand(4, 5), 1))
+    q[1, 2] = 0.0
+    if log_target:
+        tq = np_log_softmax(rand(4, 5), 1)
+        pointwise = np.exp(tq) * (tq - lp)
+    else:
+        tq = q
+        pointwise = np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0) - q * lp
+    ref = pointwise.sum() / 4 if reduction == "batchmean" else np_reduce(pointwise, reduction)
+    got = F.kl_div(kiln.tensor(lp), kiln.tensor(tq), reduction=reduction, log_target=log_target)
+    assert_close(got, ref)
+
+
+def test_more_losses_gradients_and_errors():
+    w = kiln.tensor(rand(2, 3, low=0.5, high=2.0))
+    gradcheck(lambda a, b: F.smooth_l1_loss(a, b, beta=0.7), rand(2, 3), rand(2, 3))
+    gradcheck(lambda a, b: F.huber_loss(a, b, delta=0.7, weight=w), rand(2, 3), rand(2, 3))
+    gradcheck(lambda a, b: F.mse_loss(a, b, weight=w), rand(2, 3), rand(2, 3))
+    q = np.exp(np_log_softmax(rand(2, 3), 1))
+    gradcheck(lambda lp, t: F.kl_div(lp, t, reduction="batchmean"), rand(2, 3), q)
+    gradcheck(lambda lp, t: F.kl_div(lp, t, log_target=True), rand(2, 3), rand(2, 3))
+    with pytest.raises(ValueError, match=r"\[mse_loss\] Weights and input must have the same size"):
+        F.mse_loss(kiln.ones(2, 3), kiln.ones(2, 3), weight=kiln.ones(3))
+    with pytest.raises(RuntimeError, match=r"\[smooth_l1_loss\].*negative.*-1"):
+        F.smooth_l1_loss(kiln.ones(2), kiln.ones(2), beta=-1.0)
+    with pytest.raises(RuntimeError, match=r"\[huber_loss\].*non-positive"):
+        F.huber_loss(kiln.ones(2), kiln.ones(2), delta=0.0)
+    with pytest.raises(ValueError, match=r"\[kl_div\] 'batch' is not a valid value for reduction"):
+        F.kl_div(kiln.ones(2), kiln.ones(2), reduction="batch")
+
+
+def test_rms_norm_and_normalize():
+    x, w = rand(2, 3, 4), rand(3, 4)
+    ms = (x * x).mean(axis=(1, 2), keepdims=True)
+    assert_close(F.rms_norm(kiln.tensor(x), (3, 4), kiln.tensor(w), eps=1e-3),
+                 x / np.sqrt(ms + 1e-3) * w)
+    ms = (x * x).mean(axis=-1, keepdims=True)
+    assert_close(F.rms_norm(noncontig(x), [4]), x / np.sqrt(ms + np.finfo(np.float64).eps))
+    gradcheck(lambda x, w: F.rms_norm(x, (3,), w), rand(2, 3), rand(3))
+    with pytest.raises(RuntimeError, match=r"\[rms_norm\].*normalized_shape=\[3\]"):
+        F.rms_norm(kiln.ones(2, 4), (3,))
+    for p, dim in [(2.0, 1), (1.0, 0), (3.0, -1)]:
+        norm = (np.abs(x) ** p).sum(axis=dim, keepdims=True) ** (1 / p)
+        assert_close(F.normalize(kiln.tensor(x), p=p, dim=dim), x / norm)
+    zero_row = np.array([[0.0, 0.0], [3.0, 4.0]])
+    assert_close(F.normalize(kiln.tensor(zero_row), dim=1), np.array([[0, 0], [0.6, 0.8]]))
+    gradcheck(lambda x: F.normalize(x, dim=1), rand(2, 3))
+    gradcheck(lambda x: F.normalize(x, p=3.0, dim=0), rand(2, 3))
+    with pytest.raises(NotImplementedError, match=r"\[normalize\].*p=inf"):
+        F.normalize(kiln.ones(2, 3), p=float("inf"))
+
+
+def test_more_activations():
+    x = rand(3, 4, low=-5, high=5)
+    X = kiln.tensor(x)
+    assert_close(F.hardsigmoid(X), np.clip(x / 6 + 0.5, 0, 1))
+    assert_close(F.hardswish(X), x * np.clip(x / 6 + 0.5, 0, 1))
+    assert_close(F.mish(X), x * np.tanh(np.logaddexp(0, x)))
+    assert_close(F.softmin(X, 1), np.exp(np_log_softmax(-x, 1)))
+    assert_close(F.glu(X, 1), x[:, :2] / (1 + np.exp(-x[:, 2:])))
+    x2 = rand(4, 3)
+    assert_close(F.glu(noncontig(x2), 0), x2[:2] / (1 + np.exp(-x2[2:])))
+    assert_close(F.leaky_relu(X, 0.2), np.where(x > 0, x, 0.2 * x))
+    for name, ref in [("relu", np.maximum(x, 0)), ("hardswish", x * np.clip(x / 6 + 0.5, 0, 1)),
+                      ("silu", x / (1 + np.exp(-x))), ("mish", x * np.tanh(np.logaddexp(0, x)))]:
+        y = kiln.tensor(x)
+        assert getattr(F, name)(y, inplace=True) is y
+        assert_close(y, ref)
+    y = kiln.tensor(x)
+    F.elu(y, alpha=0.5, inplace=True)
+    assert_close(y, np.where(x > 0, x, 0.5 * (np.exp(x) - 1)))
+    glu0, softmin1 = (lambda t: F.glu(t, 0)), (lambda t: F.softmin(t, 1))
+    for fn in (F.hardsigmoid, F.hardswish, F.mish, glu0, softmin1):
+        gradcheck(fn, rand(2, 3, low=-2.5, high=2.5))
+    # inplace=True under autograd goes through the in-place protocol.
+    leaf = kiln.tensor(rand(2, 3), requires_grad=True)
+    h = leaf * 1.0
+    F.hardswish(h, inplace=True).sum().backward()
+    v = leaf.detach().numpy()
+    assert_close(leaf.grad, np.where(v < -3, 0, np.where(v > 3, 1, (2 * v + 3) / 6)))
+    with pytest.raises(RuntimeError, match=r"\[glu\].*even.*size 3"):
+        F.glu(kiln.ones(2, 3))
