@@ -1,7 +1,6 @@
 #include "ops/nn_functional.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "autograd/function.h"
 #include "core/error.h"
@@ -139,87 +138,6 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   return bias ? add(out, *bias) : out;
 }
 
-namespace {
-
-// Checks shared by layer_norm and rms_norm; returns the normalized dims.
-std::vector<int64_t> norm_dims(const Tensor& input, const Shape& normalized_shape,
-                               const std::optional<Tensor>& weight,
-                               const std::optional<Tensor>& bias, const char* op) {
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  KILN_CHECK(k >= 1, Runtime, "[", op, "] normalized_shape must have at least one dim");
-  bool fits = input.dim() >= k &&
-              std::equal(normalized_shape.begin(), normalized_shape.end(), input.sizes().end() - k);
-  KILN_CHECK(fits, Runtime, "[", op, "] Given normalized_shape=", normalized_shape,
-             ", expected input with shape [*, ", normalized_shape, "], but got input of size ",
-             input.sizes());
-  for (const auto* p : {&weight, &bias}) {
-    KILN_CHECK(!*p || (*p)->sizes() == normalized_shape, Runtime, "[", op, "] Expected ",
-               p == &weight ? "weight" : "bias", " of shape normalized_shape=", normalized_shape,
-               ", but got ", (*p)->sizes());
-  }
-  KILN_CHECK(is_floating(input.dtype()), Runtime, "[", op,
-             "] expected a floating-point input, got ", input.dtype());
-  std::vector<int64_t> dims;
-  for (int64_t i = input.dim() - k; i < input.dim(); ++i) dims.push_back(i);
-  return dims;
-}
-
-double machine_epsilon(DType t) {
-  switch (t) {
-    case DType::Float64:
-      return 2.220446049250313e-16;
-    case DType::Float16:
-      return 0.0009765625;
-    case DType::BFloat16:
-      return 0.0078125;
-    default:
-      return 1.1920928955078125e-07;
-  }
-}
-
-}  // namespace
-
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
-                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                  double eps) {
-  std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, bias, "layer_norm");
-  // Half inputs normalize in float32: their variance loses too many bits otherwise.
-  Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
-  Tensor centered = sub(x, mean(x, dims, true));
-  Tensor var = mean(mul(centered, centered), dims, true);
-  Tensor y = to_dtype(mul(centered, rsqrt(add(var, Scalar(eps)))), input.dtype());
-  if (weight) y = mul(y, *weight);
-  if (bias) y = add(y, *bias);
-  return y;
-}
-
-Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
-                const std::optional<Tensor>& weight, std::optional<double> eps) {
-  std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
-  const double e = eps ? *eps : machine_epsilon(input.dtype());
-  Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
-  Tensor y = to_dtype(mul(x, rsqrt(add(mean(mul(x, x), dims, true), Scalar(e)))), input.dtype());
-  return weight ? mul(y, *weight) : y;
-}
-
-Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
-  KILN_CHECK(p > 0 && std::isfinite(p), NotImplemented,
-             "[normalize] only finite p > 0 is supported, got p=", p);
-  KILN_CHECK(is_floating(input.dtype()), Runtime,
-             "[normalize] expected a floating-point input, got ", input.dtype());
-  std::vector<int64_t> dims{wrap_dim(dim, std::max<int64_t>(input.dim(), 1), "normalize")};
-  Tensor x = input.dim() == 0 ? reshape(input, {1}) : input;
-  Tensor powered = p == 2.0 ? mul(x, x) : pow(abs(x), Scalar(p));
-  Tensor total = sum(powered, dims, true);
-  // An all-zero slice gets norm 0 and gradient 0 (the root's derivative is infinite there).
-  Tensor nonzero = gt(total, Scalar(0));
-  Tensor safe = where(nonzero, total, ones_like(total));
-  Tensor root = p == 2.0 ? sqrt(safe) : pow(safe, Scalar(1.0 / p));
-  Tensor norm = where(nonzero, root, zeros_like(root));
-  Tensor y = div(x, clamp(norm, Scalar(eps), std::nullopt));
-  return input.dim() == 0 ? reshape(y, {}) : y;
-}
-
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
                  bool scale_grad_by_freq) {
   KILN_CHECK(input.dtype() == DType::Int64 || input.dtype() == DType::Int32, Runtime,
@@ -245,10 +163,10 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
     record("embedding", {weight}, {out},
            [index, rows, width, padding_idx, scale_grad_by_freq](const Grads& g, Node&) -> Grads {
              Tensor rows_grad = reshape(g[0], {index.numel(), width});
-             if (padding_idx)
-               rows_grad =
-                   mul(rows_grad,
-                       unsqueeze(to_dtype(ne(index, Scalar(*padding_idx)), rows_grad.dtype()), 1));
+             if (padding_idx) {
+               Tensor keep = to_dtype(ne(index, Scalar(*padding_idx)), rows_grad.dtype());
+               rows_grad = mul(rows_grad, unsqueeze(keep, 1));
+             }
              if (scale_grad_by_freq) {
                GradModeGuard no_grad(false);
                Tensor ones_col = ones({index.numel(), 1}, rows_grad.dtype(), rows_grad.device());

@@ -177,6 +177,22 @@ void bind_layers(py::module_& nn) {
       py::arg("input"), py::arg("p") = 2.0, py::arg("dim") = 1, py::arg("eps") = 1e-12,
       py::arg("out") = py::none());
   nn.def(
+      "cosine_similarity",
+      [](const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+        return cosine_similarity(x1, x2, dim, eps);
+      },
+      py::arg("x1"), py::arg("x2"), py::arg("dim") = 1, py::arg("eps") = 1e-8);
+  nn.def(
+      "scaled_dot_product_attention",
+      [](const Tensor& q, const Tensor& k, const Tensor& v, OptTensor attn_mask, double dropout_p,
+         bool is_causal, std::optional<double> scale, bool enable_gqa) {
+        return scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
+                                            enable_gqa);
+      },
+      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
+      py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::kw_only(),
+      py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
+  nn.def(
       "embedding",
       [](const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
          py::object max_norm, double norm_type, bool scale_grad_by_freq, bool sparse) {

@@ -674,3 +674,59 @@ def test_more_activations():
     assert_close(leaf.grad, np.where(v < -3, 0, np.where(v > 3, 1, (2 * v + 3) / 6)))
     with pytest.raises(RuntimeError, match=r"\[glu\].*even.*size 3"):
         F.glu(kiln.ones(2, 3))
+
+
+def test_cosine_similarity():
+    a, b = rand(3, 4), rand(3, 4)
+    ref = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert_close(F.cosine_similarity(kiln.tensor(a), kiln.tensor(b)), ref)
+    c = rand(4)
+    ref = (a * c).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(c))
+    assert_close(F.cosine_similarity(noncontig(a), kiln.tensor(c), dim=-1), ref)
+    gradcheck(lambda x, y: F.cosine_similarity(x, y, dim=0), rand(3, 2), rand(3, 2))
+
+
+def np_attention(q, k, v, mask=None, causal=False, scale=None):
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask
+    return np.exp(np_log_softmax(s, -1)) @ v
+
+
+def test_scaled_dot_product_attention():
+    q, k, v = rand(2, 3, 5, 4), rand(2, 3, 6, 4), rand(2, 3, 6, 2)
+    Q, K, V = kiln.tensor(q), kiln.tensor(k), kiln.tensor(v)
+    sdpa = F.scaled_dot_product_attention
+    assert_close(sdpa(Q, K, V), np_attention(q, k, v))
+    assert_close(sdpa(Q, K, V, scale=0.3), np_attention(q, k, v, scale=0.3))
+    assert_close(sdpa(Q, K, V, is_causal=True), np_attention(q, k, v, causal=True))
+    bool_mask = RNG.random((5, 6)) > 0.3
+    bool_mask[:, 0] = True  # no fully masked row
+    assert_close(sdpa(Q, K, V, attn_mask=kiln.tensor(bool_mask)), np_attention(q, k, v, bool_mask))
+    float_mask = rand(3, 5, 6)
+    assert_close(sdpa(Q, K, V, kiln.tensor(float_mask)), np_attention(q, k, v, float_mask))
+    # Grouped-query attention: 3 query heads per key/value head.
+    q6 = rand(1, 6, 5, 4)
+    k2, v2 = k[:1, :2], v[:1, :2]
+    got = sdpa(kiln.tensor(q6), kiln.tensor(k2), kiln.tensor(v2), enable_gqa=True)
+    assert_close(got, np_attention(q6, np.repeat(k2, 3, axis=1), np.repeat(v2, 3, axis=1)))
+
+
+def test_scaled_dot_product_attention_gradients_and_errors():
+    sdpa = F.scaled_dot_product_attention
+    mask = kiln.tensor(rand(3, 4))
+    gradcheck(lambda q, k, v: sdpa(q, k, v, is_causal=True), rand(2, 3, 2), rand(2, 4, 2),
+              rand(2, 4, 3))
+    gradcheck(lambda q, k, v, m: sdpa(q, k, v, m), rand(3, 2), rand(4, 2), rand(4, 2), rand(3, 4))
+    gradcheck(lambda q, k, v: sdpa(q, k, v, mask, scale=0.5), rand(3, 2), rand(4, 2), rand(4, 2))
+    with pytest.raises(RuntimeError, match=r"\[scaled_dot_product_attention\].*is_causal"):
+        sdpa(kiln.ones(2, 3), kiln.ones(2, 3), kiln.ones(2, 3), kiln.ones(2, 2), is_causal=True)
+    with pytest.raises(RuntimeError, match=r"\[scaled_dot_product_attention\].*same dtype"):
+        sdpa(kiln.ones(2, 3), kiln.ones(2, 3, dtype=kiln.float64), kiln.ones(2, 3))
+    with pytest.raises(RuntimeError, match=r"\[scaled_dot_product_attention\].*embedding size"):
+        sdpa(kiln.ones(2, 3), kiln.ones(2, 4), kiln.ones(2, 3))
+    with pytest.raises(NotImplementedError, match=r"\[scaled_dot_product_attention\].*dropout"):
+        sdpa(kiln.ones(2, 3), kiln.ones(2, 3), kiln.ones(2, 3), dropout_p=0.1)

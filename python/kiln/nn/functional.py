@@ -44,3 +44,5 @@ relu = _nn.relu
 silu = _nn.silu
 leaky_relu = _nn.leaky_relu
 elu = _nn.elu
+cosine_similarity = _nn.cosine_similarity
+scaled_dot_product_attention = _nn.scaled_dot_product_attention
