@@ -39,8 +39,8 @@ Tensor softmax_values(const Tensor& x, int64_t dim, bool log, const char* op) {
 Tensor softmax_impl(const Tensor& input, int64_t dim, std::optional<DType> dtype, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   Tensor x = dtype ? to_dtype(input, *dtype) : input;
-  KILN_CHECK(is_floating(x.dtype()), Runtime, "[", op,
-             "] expected a floating-point input (or dtype=), got ", x.dtype());
+  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[", op, "] not implemented for ", x.dtype(),
+             " input (pass a floating dtype=)");
   if (x.dim() == 0) {
     wrap_dim(dim, 1, op);
     return reshape(softmax_impl(reshape(x, {1}), 0, std::nullopt, log), {});

@@ -2,6 +2,7 @@
 // differentiable kiln ops, so their double backward comes for free.
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/error.h"
 #include "core/shape.h"
@@ -25,9 +26,12 @@ std::vector<int64_t> norm_dims(const Tensor& input, const Shape& normalized_shap
   KILN_CHECK(k >= 1, Runtime, "[", op, "] normalized_shape must have at least one dim");
   bool fits = input.dim() >= k &&
               std::equal(normalized_shape.begin(), normalized_shape.end(), input.sizes().end() - k);
-  KILN_CHECK(fits, Runtime, "[", op, "] Given normalized_shape=", normalized_shape,
-             ", expected input with shape [*, ", normalized_shape, "], but got input of size ",
-             input.sizes());
+  if (!fits) {
+    std::string dims = str_cat(normalized_shape);  // "[a, b]" -> "a, b" to print [*, a, b]
+    fail(ErrorKind::Runtime, "[", op, "] Given normalized_shape=", normalized_shape,
+         ", expected input with shape [*, ", dims.substr(1, dims.size() - 2),
+         "], but got input of size ", input.sizes());
+  }
   for (const auto* p : {&weight, &bias}) {
     KILN_CHECK(!*p || (*p)->sizes() == normalized_shape, Runtime, "[", op, "] Expected ",
                p == &weight ? "weight" : "bias", " of shape normalized_shape=", normalized_shape,

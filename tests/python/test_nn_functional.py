@@ -138,7 +138,7 @@ def test_softmax_double_backward():
 def test_softmax_errors():
     with pytest.raises(IndexError, match=r"\[softmax\]"):
         kiln.softmax(kiln.ones(2, 3), 2)
-    with pytest.raises(RuntimeError, match=r"\[log_softmax\].*int64"):
+    with pytest.raises(NotImplementedError, match=r"\[log_softmax\].*int64"):
         kiln.log_softmax(kiln.tensor([1, 2]), 0)
 
 
@@ -562,6 +562,12 @@ def test_more_ops_match_recorded_pytorch_values():
     for name in ("hardsigmoid", "hardswish", "mish"):
         got[name] = getattr(F, name)(y)
     got["smin"] = F.softmin(y, dim=1)
+    g = np.random.default_rng(5)
+    U = lambda *shape: T(g.uniform(-2, 2, shape))  # noqa: E731
+    q, k, v = U(2, 5, 4), U(2, 6, 4), U(2, 6, 3)
+    got["sdpa_causal"] = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    got["sdpa_mask"] = F.scaled_dot_product_attention(q, k, v, U(5, 6), scale=0.4)
+    got["cosine"] = F.cosine_similarity(U(3, 4), U(4), dim=-1)
     assert set(got) == set(ref)
     for key, value in got.items():
         tol = 1e-6 if key == "rms32" else 1e-10
@@ -730,3 +736,25 @@ def test_scaled_dot_product_attention_gradients_and_errors():
         sdpa(kiln.ones(2, 3), kiln.ones(2, 4), kiln.ones(2, 3))
     with pytest.raises(NotImplementedError, match=r"\[scaled_dot_product_attention\].*dropout"):
         sdpa(kiln.ones(2, 3), kiln.ones(2, 3), kiln.ones(2, 3), dropout_p=0.1)
+
+
+@pytest.mark.parametrize("case", [
+    # (exception PyTorch 2.11 raises, call) -- recorded on the GPU machine.
+    (IndexError, lambda: F.cross_entropy(kiln.ones(3, 4), kiln.tensor([0, 4, 1]))),
+    (ValueError, lambda: F.cross_entropy(kiln.ones(3, 4), kiln.tensor([0, 1]))),
+    (RuntimeError, lambda: F.nll_loss(kiln.ones(3, 4), kiln.ones(3))),
+    (ValueError, lambda: F.kl_div(kiln.ones(2), kiln.ones(2), reduction="batch")),
+    (ValueError, lambda: F.binary_cross_entropy_with_logits(kiln.ones(2), kiln.ones(3))),
+    (RuntimeError, lambda: F.linear(kiln.ones(2, 3), kiln.ones(4, 5))),
+    (IndexError, lambda: F.embedding(kiln.tensor([0, 3]), kiln.ones(3, 2))),
+    (RuntimeError, lambda: F.embedding(kiln.tensor([0.0]), kiln.ones(3, 2))),
+    (AssertionError, lambda: F.embedding(kiln.tensor([0]), kiln.ones(3, 2), padding_idx=3)),
+    (IndexError, lambda: kiln.softmax(kiln.ones(2, 3), 2)),
+    (NotImplementedError, lambda: kiln.log_softmax(kiln.tensor([1, 2]), 0)),
+    (ValueError, lambda: F.hardtanh(kiln.ones(2), 1.0, -1.0)),
+    (RuntimeError, lambda: F.rms_norm(kiln.ones(2, 4), (3,))),
+])
+def test_exception_types_match_pytorch(case):
+    exc, call = case
+    with pytest.raises(exc, match=r"^\[\w+\] "):
+        call()
