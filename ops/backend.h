@@ -9,10 +9,25 @@
 #include "core/scalar.h"
 #include "core/tensor.h"
 #include "ops/op_table.h"
+#include "ops/philox.h"
 
 namespace kiln {
 
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, All, Any };
+// How index_put combines a value with the element already there.
+enum class PutOp : int8_t { Assign, Add, Mul };
+
+// Distributions of the `random` kernel family (see Note [Random streams]).
+//   Uniform: [a, b)   Normal: mean a, std b   Bernoulli: P(1) = a
+//   Integer: low + [0, range) (range 0 means the full 64-bit range)   Exponential: rate a
+enum class RandomDist : int8_t { Uniform, Normal, Bernoulli, Integer, Exponential };
+
+struct RandomParams {
+  PhiloxState state;
+  double a = 0, b = 1;
+  int64_t low = 0;
+  uint64_t range = 0;
+};
 
 struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
@@ -28,6 +43,49 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
+  // Index families work on element offsets from a tensor's data_ptr (so any strides and
+  // views work); offsets are contiguous int64, already bounds-checked by the front end.
+  // out[i] = in[offsets[i]]; out contiguous with offsets' shape, in's dtype.
+  void (*index_take)(const Tensor& out, const Tensor& in, const Tensor& offsets) = nullptr;
+  // self[offsets[i]] (op)= values[i], in order (repeated offsets accumulate for Add/Mul);
+  // values contiguous with offsets' shape and self's dtype.
+  void (*index_put)(PutOp op, const Tensor& self, const Tensor& offsets,
+                    const Tensor& values) = nullptr;
+  // out [n, ndim] int64: coordinates of the true elements of a contiguous bool mask, in
+  // row-major order; n was counted by the front end.
+  void (*nonzero)(const Tensor& out, const Tensor& mask) = nullptr;
+  // out = tril (upper: triu) of the last two dims of in; both contiguous, same shape and dtype.
+  void (*triangle)(const Tensor& out, const Tensor& in, int64_t diagonal, bool upper) = nullptr;
+  // Sorting works on rows: contiguous 2-D [outer, n] tensors. values/indices
+  // ([outer, k], int64 indices) get the first k entries of each row of `in` in
+  // stable sorted order, NaN ordered above everything.
+  void (*sort)(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending,
+               int64_t k) = nullptr;
+  // Row-wise gather out[o, j] = src[o, index[o, j]], or with scatter
+  // out[o, index[o, j]] = src[o, j]; indices are distinct within a row.
+  void (*gather_rows)(const Tensor& out, const Tensor& src, const Tensor& index,
+                      bool scatter) = nullptr;
+  // Groups equal neighbours of the sorted 1-D `sorted`: out/counts get one entry
+  // per group, inverse[perm[i]] the group of sorted[i]. Returns the group count.
+  int64_t (*unique_sorted)(const Tensor& out, const Tensor& inverse, const Tensor& counts,
+                           const Tensor& sorted, const Tensor& perm) = nullptr;
+  // Random kernels write contiguous outputs from Philox counters [state.offset,
+  // state.offset + numel) (Note [Random streams] in ops/philox.h).
+  // out <- samples of `dist`.
+  void (*random)(RandomDist dist, const Tensor& out, const RandomParams& p) = nullptr;
+  // out <- 1 with probability probs[i]; probs is floating, contiguous, out's shape.
+  void (*bernoulli)(const Tensor& out, const Tensor& probs, const RandomParams& p) = nullptr;
+  // Dropout with drop probability p.a and scale p.b: mask (bool) <- keep,
+  // out <- in * mask * scale. in is contiguous with out's shape and dtype.
+  void (*dropout)(const Tensor& out, const Tensor& mask, const Tensor& in,
+                  const RandomParams& p) = nullptr;
+  // Max/Min over each row of a contiguous [outer, inner] input (inner > 0): values[i] (input
+  // dtype) and indices[i] (int64) of the first extreme element; a NaN counts as the extreme.
+  void (*arg_reduce)(ReduceOp op, const Tensor& values, const Tensor& indices,
+                     const Tensor& in) = nullptr;
+  // Inclusive Sum/Prod scan along each row of a contiguous [outer, n] input; out has in's
+  // shape and dtype.
+  void (*scan)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[i, :] = src[index[i], :]; out and src contiguous 2-D of one dtype, index
   // contiguous 1-D int64 with values already checked against src.size(0).
   void (*row_gather)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;

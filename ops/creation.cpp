@@ -84,6 +84,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, Device dev
   for (int64_t i = 0; i < steps; ++i)
     p[i] = i < half ? start + step * static_cast<double>(i)
                     : end - step * static_cast<double>(steps - 1 - i);
+  if (steps == 1) p[0] = start;  // a single point is the start, not the end
   Tensor out = empty({steps}, dtype, device);
   backend(out.device()).copy(out, cpu);
   return out;

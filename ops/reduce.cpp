@@ -1,6 +1,10 @@
+// Reductions over dims: sum, mean, prod, the max/min family and all/any.
+// Statistics (var, std, norms, logsumexp) are in reduce_stats.cpp, scans in scan.cpp.
 #include "ops/reduce.h"
 
+#include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "autograd/function.h"
 #include "core/error.h"
@@ -8,13 +12,116 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/unary.h"
 #include "ops/view.h"
 
 namespace kiln {
 
 namespace {
 using Grads = std::vector<Tensor>;
+
+Tensor constant(double v, const Tensor& like) {
+  return scalar_tensor(Scalar(v), like.dtype(), like.device());
 }
+
+// Integer and bool inputs sum and multiply in int64, as in PyTorch.
+DType accumulate_dtype(const Tensor& x, std::optional<DType> dtype) {
+  return dtype ? *dtype : (is_floating(x.dtype()) ? x.dtype() : DType::Int64);
+}
+
+// Note [Extreme gradients]: amax/amin and the full max()/min() split the gradient evenly
+// among tied extremes (PyTorch's rule); max/min along a dim send it to the returned index
+// only. A NaN result takes the gradient to the NaN positions.
+Tensor evenly_distribute(const Tensor& g, const Tensor& x, const Tensor& out,
+                         const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor o = unsqueeze_reduced(out, x.sizes(), dims, keepdim);
+  Tensor mask = logical_or(eq(x, o), logical_and(isnan(x), isnan(o)));
+  Tensor count = sum(mask, dims, true);
+  Tensor share = div(unsqueeze_reduced(g, x.sizes(), dims, keepdim), count);
+  return mul(share, to_dtype(mask, share.dtype()));
+}
+
+// amax/amin and full max()/min(): Max/Min over `dims` with the tie-splitting gradient.
+Tensor extreme(ReduceOp op, const Tensor& x, const DimList& dims, bool keepdim, const char* name) {
+  Tensor out = reduce_compute(op, x, dims, keepdim, x.dtype(), name);
+  if (is_floating(x.dtype()) && needs_grad({x})) {
+    std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), name);
+    record(name, {x}, {out}, [sx = SavedTensor(x), so = SavedTensor::output(out, 0), wrapped,
+                              keepdim](const Grads& g, Node& self) -> Grads {
+      return {evenly_distribute(g[0], sx.unpack(), so.unpack(self), wrapped, keepdim)};
+    });
+  }
+  return out;
+}
+
+// x as contiguous [outer, n] rows with `dim` last (a 0-d tensor is one row of one).
+Tensor rows_along(const Tensor& x, int64_t dim) {
+  if (x.dim() == 0) return reshape(x, {1, 1});
+  int64_t outer = 1;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != dim) outer *= x.sizes()[i];
+  return reshape(contiguous(movedim(x, dim, x.dim() - 1)), {outer, x.sizes()[dim]});
+}
+
+// Values and int64 indices of the extreme along wrapped `dim`, without autograd.
+std::pair<Tensor, Tensor> arg_compute(ReduceOp op, const Tensor& x, int64_t dim, bool keepdim,
+                                      const char* name) {
+  if (x.dim() > 0)
+    KILN_CHECK(x.sizes()[dim] != 0, Index, "[", name, "] Expected reduction dim ", dim,
+               " to have non-zero size (input shape ", x.sizes(), ")");
+  GradModeGuard no_grad(false);
+  Tensor rows = rows_along(x, dim);
+  Tensor values = make_tensor({rows.size(0)}, x.dtype(), x.device());
+  Tensor indices = make_tensor({rows.size(0)}, DType::Int64, x.device());
+  if (rows.numel() > 0)
+    require_kernel(backend(x.device()).arg_reduce, name, x.device())(op, values, indices, rows);
+  std::vector<int64_t> dims;
+  if (x.dim() > 0) dims.push_back(dim);
+  Shape shape = reduced_shape(x.sizes(), dims, keepdim);
+  return {reshape(values, shape), reshape(indices, shape)};
+}
+
+std::pair<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim, bool keepdim,
+                                      const char* name) {
+  const int64_t d = wrap_dim(dim, x.dim(), name);
+  auto [values, indices] = arg_compute(op, x, d, keepdim, name);
+  if (is_floating(x.dtype()) && needs_grad({x})) {
+    Shape in_shape = x.sizes();
+    record(name, {x}, {values, indices}, [in_shape, d, keepdim, si = SavedTensor(indices)](
+                                             const Grads& g, Node&) -> Grads {
+      if (in_shape.empty()) return {g[0]};
+      // One-hot of the index along d, built by comparing against positions 0..n-1.
+      Shape pos_shape(in_shape.size(), 1);
+      pos_shape[d] = in_shape[d];
+      Tensor pos = reshape(arange(Scalar(int64_t{0}), Scalar(in_shape[d]), Scalar(int64_t{1}),
+                                  DType::Int64, g[0].device()),
+                           pos_shape);
+      Tensor hit = eq(pos, unsqueeze_reduced(si.unpack(), in_shape, {d}, keepdim));
+      Tensor gg = unsqueeze_reduced(g[0], in_shape, {d}, keepdim);
+      return {mul(gg, to_dtype(hit, gg.dtype()))};
+    });
+  }
+  return {values, indices};
+}
+
+Tensor arg_extreme(ReduceOp op, const Tensor& x, std::optional<int64_t> dim, bool keepdim,
+                   const char* name) {
+  if (dim) return extreme_dim(op, x, *dim, keepdim, name).second;
+  KILN_CHECK(x.numel() > 0, Runtime, "[", name,
+             "] Expected reduction dim to be specified for input.numel() == 0 (input shape ",
+             x.sizes(), ")");
+  Tensor flat_index = arg_compute(op, reshape(x, {x.numel()}), 0, false, name).second;
+  return keepdim ? reshape(flat_index, Shape(x.dim(), 1)) : flat_index;
+}
+
+Tensor logical_reduce(ReduceOp op, const Tensor& x, const DimList& dims, bool keepdim,
+                      const char* name) {
+  Tensor truth = x.dtype() == DType::Bool ? x : ne(x, Scalar(int64_t{0}));
+  Tensor out = reduce_compute(op, truth, dims, keepdim, DType::Bool, name);
+  // uint8 in, uint8 out: PyTorch keeps this for backward compatibility.
+  return x.dtype() == DType::UInt8 ? to_dtype(out, DType::UInt8) : out;
+}
+}  // namespace
 
 std::vector<int64_t> reduction_dims(const DimList& dims, int64_t ndim, const char* name) {
   if (!dims || dims->empty()) {
@@ -62,12 +169,11 @@ Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, boo
     order.push_back(d);
     inner *= x.sizes()[d];
   }
-  if (inner == 0 && outer > 0) {
-    KILN_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod || op == ReduceOp::All ||
-                   op == ReduceOp::Any,
-               Index, "[", name, "] Expected reduction dim to be specified for input.numel() == 0"
-               " (cannot reduce a tensor of shape ", x.sizes(),
-               " with no elements: the operation has no identity)");
+  if (op == ReduceOp::Max || op == ReduceOp::Min) {
+    for (int64_t d : dims)
+      KILN_CHECK(x.sizes()[d] != 0, Index, "[", name, "] Expected reduction dim ", d,
+                 " to have non-zero size (input shape ", x.sizes(),
+                 "): max/min of no elements is undefined");
   }
   GradModeGuard no_grad(false);
   Tensor in = contiguous(to_dtype(permute(x, order), out_dtype));
@@ -78,7 +184,7 @@ Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, boo
 }
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  DType dt = dtype ? *dtype : (is_floating(x.dtype()) ? x.dtype() : DType::Int64);
+  DType dt = accumulate_dtype(x, dtype);
   Tensor out = reduce_compute(ReduceOp::Sum, x, dims, keepdim, dt, "sum");
   if (is_floating(dt) && needs_grad({x})) {
     std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "sum");
@@ -99,6 +205,75 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
   int64_t count = 1;
   for (int64_t d : wrapped) count *= x.sizes()[d];
   return div(sum(x, dims, keepdim, dt), Scalar(static_cast<double>(count)));
+}
+
+Tensor prod(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  DType dt = accumulate_dtype(x, dtype);
+  Tensor out = reduce_compute(ReduceOp::Prod, x, dims, keepdim, dt, "prod");
+  if (is_floating(dt) && needs_grad({x})) {
+    std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "prod");
+    // Division-free at zeros: with no zero in a slice the gradient is prod/x; with exactly one
+    // zero only that position gets the product of the others; with more, nothing does.
+    record("prod", {x}, {out}, [sx = SavedTensor(x), wrapped, keepdim, dt](
+                                   const Grads& g, Node&) -> Grads {
+      Tensor xc = to_dtype(sx.unpack(), dt);
+      Tensor zero = eq(xc, Scalar(0.0));
+      Tensor safe = where(zero, constant(1.0, xc), xc);
+      Tensor nonzero_prod = prod(safe, wrapped, true);
+      Tensor zeros_in_slice = sum(zero, wrapped, true);
+      Tensor only_zero = logical_and(eq(zeros_in_slice, Scalar(int64_t{1})), zero);
+      Tensor local = where(eq(zeros_in_slice, Scalar(int64_t{0})), div(nonzero_prod, safe),
+                           where(only_zero, nonzero_prod, constant(0.0, xc)));
+      return {mul(unsqueeze_reduced(g[0], xc.sizes(), wrapped, keepdim), local)};
+    });
+  }
+  return out;
+}
+
+Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) {
+  return extreme(ReduceOp::Max, x, dims, keepdim, "amax");
+}
+
+Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
+  return extreme(ReduceOp::Min, x, dims, keepdim, "amin");
+}
+
+Tensor max(const Tensor& x) {
+  KILN_CHECK(x.numel() > 0, Runtime,
+             "[max] Expected reduction dim to be specified for input.numel() == 0. Specify the "
+             "reduction dim with the 'dim' argument (input shape ", x.sizes(), ")");
+  return extreme(ReduceOp::Max, x, std::nullopt, false, "max");
+}
+
+Tensor min(const Tensor& x) {
+  KILN_CHECK(x.numel() > 0, Runtime,
+             "[min] Expected reduction dim to be specified for input.numel() == 0. Specify the "
+             "reduction dim with the 'dim' argument (input shape ", x.sizes(), ")");
+  return extreme(ReduceOp::Min, x, std::nullopt, false, "min");
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(ReduceOp::Max, x, dim, keepdim, "max");
+}
+
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(ReduceOp::Min, x, dim, keepdim, "min");
+}
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(ReduceOp::Max, x, dim, keepdim, "argmax");
+}
+
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(ReduceOp::Min, x, dim, keepdim, "argmin");
+}
+
+Tensor all(const Tensor& x, const DimList& dims, bool keepdim) {
+  return logical_reduce(ReduceOp::All, x, dims, keepdim, "all");
+}
+
+Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
+  return logical_reduce(ReduceOp::Any, x, dims, keepdim, "any");
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -29,5 +30,54 @@ Tensor mean(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = 
             std::optional<DType> dtype = std::nullopt);
 // Sums a broadcast gradient down to `shape` (the inverse of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
+// Integer and bool inputs multiply in int64. The gradient is exact at zeros.
+Tensor prod(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+
+// Max/min over `dims` (all when empty); NaN propagates; ties share the gradient evenly.
+Tensor amax(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false);
+Tensor amin(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false);
+// Over all elements, as a 0-d tensor; RuntimeError for an empty input.
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+// (values, int64 indices of the first extreme) along `dim`; the gradient goes to the index.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+// Index of the first extreme along `dim`, or in the flattened input when dim is nullopt.
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// Bool results (uint8 for uint8 input, as PyTorch).
+Tensor all(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false);
+Tensor any(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false);
+
+// Variance with `correction` (1: unbiased, 0: population); floating inputs only.
+Tensor var(const Tensor& x, const DimList& dims = std::nullopt, double correction = 1,
+           bool keepdim = false);
+// Standard deviation (PyTorch's std; named std_dev so it does not read as namespace std).
+Tensor std_dev(const Tensor& x, const DimList& dims = std::nullopt, double correction = 1,
+               bool keepdim = false);
+// (var, mean) and (std, mean) from one pass over the centred values.
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const DimList& dims = std::nullopt,
+                                   double correction = 1, bool keepdim = false);
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const DimList& dims = std::nullopt,
+                                   double correction = 1, bool keepdim = false);
+// The `ord`-norm over dims: any real ord, including +-inf and 0. The gradient at a zero
+// norm is 0 (not NaN), as in PyTorch. `name` prefixes errors (kiln.norm passes "norm").
+Tensor vector_norm(const Tensor& x, double ord = 2, const DimList& dims = std::nullopt,
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt,
+                   const char* name = "linalg.vector_norm");
+// sum/mean that skip NaNs (a slice of only NaNs: sum 0, mean NaN).
+Tensor nansum(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false,
+              std::optional<DType> dtype = std::nullopt);
+Tensor nanmean(const Tensor& x, const DimList& dims = std::nullopt, bool keepdim = false,
+               std::optional<DType> dtype = std::nullopt);
+// Number of nonzero elements over dims, as int64.
+Tensor count_nonzero(const Tensor& x, const DimList& dims = std::nullopt);
+// log(sum(exp(x))) over dims, shifted by the max so large inputs do not overflow.
+Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
+
+// Inclusive scans along `dim`; integer and bool inputs accumulate in int64.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 
 }  // namespace kiln

@@ -66,26 +66,36 @@ Tensor to_tensor_arg(py::handle h, const char* op, const char* arg) {
   return t;
 }
 
+namespace {
+// Python ints and int-likes (NumPy integers, integer 0-d tensors), but not bools.
+bool is_int_like(py::handle h) {
+  return !PyBool_Check(h.ptr()) && (PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()));
+}
+int64_t as_int(py::handle h) {
+  return py::int_(py::reinterpret_borrow<py::object>(h)).cast<int64_t>();
+}
+}  // namespace
+
 Shape parse_shape_object(py::handle h, const char* op) {
-  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return {h.cast<int64_t>()};
+  if (is_int_like(h)) return {as_int(h)};
   KILN_CHECK(py::isinstance<py::sequence>(h) && !py::isinstance<py::str>(h), Type, "[", op,
              "] size must be a tuple of ints, but got ", type_name(h));
   Shape s;
   for (py::handle item : py::reinterpret_borrow<py::sequence>(h)) {
-    KILN_CHECK(PyLong_Check(item.ptr()) || PyIndex_Check(item.ptr()), Type, "[", op,
+    KILN_CHECK(is_int_like(item), Type, "[", op,
                "] size must be a tuple of ints, but found element of type ", type_name(item));
-    s.push_back(py::int_(py::reinterpret_borrow<py::object>(item)).cast<int64_t>());
+    s.push_back(as_int(item));
   }
   return s;
 }
 
 Shape parse_shape(const py::args& args, const char* op) {
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return parse_shape_object(args[0], op);
+  if (args.size() == 1 && !is_int_like(args[0])) return parse_shape_object(args[0], op);
   Shape s;
   for (py::handle item : args) {
-    KILN_CHECK(PyLong_Check(item.ptr()) && !PyBool_Check(item.ptr()), Type, "[", op,
+    KILN_CHECK(is_int_like(item), Type, "[", op,
                "] size must be a tuple of ints, but found element of type ", type_name(item));
-    s.push_back(item.cast<int64_t>());
+    s.push_back(as_int(item));
   }
   return s;
 }

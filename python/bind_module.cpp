@@ -42,6 +42,7 @@ PYBIND11_MODULE(_C, m) {
   init_creation(m, cls);
   init_elementwise(m, cls);
   init_view(m, cls);
+  init_shape(m, cls);
   init_reduce(m, cls);
   init_linalg(m, cls);
   init_index(m, cls);

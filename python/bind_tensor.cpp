@@ -163,6 +163,16 @@ void init_tensor(py::module_& m, TensorClass& cls) {
         },
         py::arg("data"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def("is_tensor", [](py::handle h) { return py::isinstance<TensorImpl>(h); });
+
+  // Tensor.float(), .long(), ...: the input itself when it already has the dtype.
+  static const std::pair<const char*, DType> conversions[] = {
+      {"float", DType::Float32}, {"double", DType::Float64}, {"half", DType::Float16},
+      {"bfloat16", DType::BFloat16}, {"long", DType::Int64}, {"int", DType::Int32},
+      {"short", DType::Int16}, {"char", DType::Int8}, {"byte", DType::UInt8},
+      {"bool", DType::Bool}};
+  for (const auto& [name, dtype] : conversions) {
+    cls.def(name, [dt = dtype](const Tensor& t, py::kwargs) { return to_dtype(t, dt); });
+  }
 }
 
 }  // namespace kiln::python

@@ -2,6 +2,7 @@
 
 #include <pybind11/numpy.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "core/error.h"
@@ -48,6 +49,8 @@ bool dtype_from_numpy(const py::dtype& dt, DType* out) {
 struct Leaves {
   std::vector<Scalar> values;
   bool any_float = false, any_int = false;
+  // The depth of the first scalar: every scalar must sit at it ([1, [2, 3]] is ragged).
+  size_t scalar_depth = SIZE_MAX;
 };
 
 void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* op) {
@@ -60,14 +63,17 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
     walk(v, depth, shape, leaves, op);
     return;
   }
-  const bool is_seq = (py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) ||
-                       py::hasattr(h, "__array_interface__")) &&
-                      !py::isinstance<py::str>(h);
+  // Any sequence protocol object counts (range, array.array), but not text.
+  const bool is_seq = (PySequence_Check(h.ptr()) || py::hasattr(h, "__array_interface__")) &&
+                      !py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) &&
+                      !PyByteArray_Check(h.ptr());
   if (is_seq && py::hasattr(h, "__array_interface__") && py::len(h.attr("shape")) == 0) {
     walk(h.attr("item")(), depth, shape, leaves, op);  // NumPy scalar or 0-d array
     return;
   }
   if (is_seq) {
+    KILN_CHECK(depth < leaves->scalar_depth, Value, "[", op, "] expected a scalar at dim ", depth,
+               " but got a sequence (ragged nested sequence)");
     py::sequence seq = py::reinterpret_borrow<py::sequence>(h);
     const int64_t n = static_cast<int64_t>(py::len(seq));
     if (shape->size() == depth) {
@@ -86,6 +92,7 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
   KILN_CHECK(scalar_from_object(h, &s), Type, "[", op,
              "] new(): invalid data type '", std::string(py::str(py::type::of(h).attr("__name__"))),
              "'");
+  leaves->scalar_depth = depth;
   leaves->any_float |= s.is_floating();
   leaves->any_int |= s.is_integral();
   leaves->values.push_back(s);
@@ -131,8 +138,25 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
     Tensor t = data.cast<Tensor>();
     return to_dtype(clone(detach(t)), dtype.value_or(t.dtype()));
   }
+  // NumPy scalars keep their dtype, like arrays (np.float64(1) -> float64).
+  if (!py::isinstance<py::array>(data) && py::hasattr(data, "__array_interface__") &&
+      py::hasattr(data, "dtype")) {
+    return tensor_from_data(py::module_::import("numpy").attr("asarray")(data), dtype, op);
+  }
   if (py::isinstance<py::array>(data)) {
-    Tensor view = from_numpy(data);
+    py::array arr = py::reinterpret_borrow<py::array>(data);
+    // kiln.tensor copies, so byte-swapped data is converted rather than refused.
+    if (arr.dtype().byteorder() == '>') {
+      arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
+    }
+    // Likewise reversed views are copied (from_numpy must refuse them).
+    for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
+      if (arr.strides(i) < 0) {
+        arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+        break;
+      }
+    }
+    Tensor view = from_numpy(arr);
     Tensor out = make_tensor(view.sizes(), dtype.value_or(view.dtype()), Device());
     backend(Device()).copy(out, view);
     return out;

@@ -12,6 +12,18 @@ const Backend& backend() {
     b.where = where_kernel;
     b.reduce = reduce_kernel;
     b.bmm = bmm_kernel;
+    b.index_take = index_take_kernel;
+    b.index_put = index_put_kernel;
+    b.nonzero = nonzero_kernel;
+    b.triangle = triangle_kernel;
+    b.sort = sort_kernel;
+    b.gather_rows = gather_rows_kernel;
+    b.unique_sorted = unique_sorted_kernel;
+    b.random = random_kernel;
+    b.bernoulli = bernoulli_kernel;
+    b.dropout = dropout_kernel;
+    b.arg_reduce = arg_reduce_kernel;
+    b.scan = scan_kernel;
     b.row_gather = row_gather_kernel;
     b.row_scatter_add = row_scatter_add_kernel;
     return b;

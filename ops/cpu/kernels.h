@@ -15,6 +15,21 @@ void fill_kernel(const Tensor& dst, Scalar value);
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void index_take_kernel(const Tensor& out, const Tensor& in, const Tensor& offsets);
+void index_put_kernel(PutOp op, const Tensor& self, const Tensor& offsets, const Tensor& values);
+void nonzero_kernel(const Tensor& out, const Tensor& mask);
+void triangle_kernel(const Tensor& out, const Tensor& in, int64_t diagonal, bool upper);
+void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending,
+                 int64_t k);
+void gather_rows_kernel(const Tensor& out, const Tensor& src, const Tensor& index, bool scatter);
+int64_t unique_sorted_kernel(const Tensor& out, const Tensor& inverse, const Tensor& counts,
+                             const Tensor& sorted, const Tensor& perm);
+void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p);
+void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams& p);
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in, const RandomParams& p);
+void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
+                       const Tensor& in);
+void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 

@@ -46,3 +46,4 @@ leaky_relu = _nn.leaky_relu
 elu = _nn.elu
 cosine_similarity = _nn.cosine_similarity
 scaled_dot_product_attention = _nn.scaled_dot_product_attention
+dropout = _C._dropout

@@ -1,0 +1,16 @@
+// Dropout: zeroes each element with probability p and scales the survivors by
+// 1 / (1 - p), so the expected value is unchanged.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+class Generator;
+
+// Returns `input` itself when !train or p == 0. ValueError for p outside [0, 1].
+Tensor dropout(const Tensor& input, double p = 0.5, bool train = true, Generator* gen = nullptr);
+const Tensor& dropout_(const Tensor& input, double p = 0.5, bool train = true,
+                       Generator* gen = nullptr);
+
+}  // namespace kiln

@@ -1,0 +1,95 @@
+// Scans: cumsum and cumprod along one dim, with autograd.
+#include "autograd/function.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+Tensor constant(double v, const Tensor& like) {
+  return scalar_tensor(Scalar(v), like.dtype(), like.device());
+}
+
+// The kernel scans the last dim of contiguous rows, so `dim` is moved last and back.
+Tensor scan_compute(ReduceOp op, const Tensor& x, int64_t dim, DType dt, const char* name) {
+  GradModeGuard no_grad(false);
+  Tensor moved = x.dim() == 0 ? reshape(x, {1}) : movedim(x, dim, x.dim() - 1);
+  Tensor in = contiguous(to_dtype(moved, dt));
+  const int64_t n = in.sizes().back();
+  int64_t outer = 1;
+  for (size_t i = 0; i + 1 < in.sizes().size(); ++i) outer *= in.sizes()[i];
+  Tensor out = make_tensor(in.sizes(), dt, x.device());
+  if (out.numel() > 0)
+    require_kernel(backend(x.device()).scan, name, x.device())(op, reshape(out, {outer, n}),
+                                                               reshape(in, {outer, n}));
+  if (x.dim() == 0) return reshape(out, {});
+  return contiguous(movedim(out, x.dim() - 1, dim));
+}
+
+// sum_{k >= i} t_k along dim: the gradient of cumsum.
+Tensor reverse_cumsum(const Tensor& t, int64_t dim) {
+  if (t.dim() == 0) return t;
+  return add(sub(sum(t, std::vector<int64_t>{dim}, true), cumsum(t, dim)), t);
+}
+
+// Note [cumprod gradient with zeros]: dy_k/dx_i = prod_{j<=k, j!=i} x_j. Before a slice's
+// first zero z every x_i is nonzero, so the usual sum_{k>=i} g_k y_k / x_i is exact there
+// (y_k = 0 for k >= z contributes correctly). At z the gradient is
+// prod_{j<z} x_j * sum_{k>=z} g_k prod_{z<j<=k} x_j; after z it is 0. All O(n), no division
+// by zero and no host sync.
+Tensor cumprod_grad(const Tensor& g, const Tensor& x, const Tensor& y, int64_t dim) {
+  if (x.dim() == 0) return g;
+  const std::vector<int64_t> d{dim};
+  Tensor zero = eq(x, Scalar(0.0));
+  Tensor zeros_so_far = cumsum(zero, dim);
+  Tensor before = eq(zeros_so_far, Scalar(int64_t{0}));
+  Tensor first_zero = logical_and(zero, eq(zeros_so_far, Scalar(int64_t{1})));
+  Tensor one = constant(1.0, x);
+  Tensor usual = div(reverse_cumsum(mul(g, y), dim), where(zero, one, x));
+  Tensor prefix = prod(where(before, x, one), d, true);
+  Tensor after_z = cumprod(where(logical_or(before, first_zero), one, x), dim);
+  Tensor tail = sum(mul(mul(g, after_z), to_dtype(logical_not(before), x.dtype())), d, true);
+  return where(before, usual, where(first_zero, mul(prefix, tail), constant(0.0, x)));
+}
+
+DType scan_dtype(const Tensor& x, std::optional<DType> dtype) {
+  return dtype ? *dtype : (is_integral(x.dtype(), true) ? DType::Int64 : x.dtype());
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  const int64_t d = wrap_dim(dim, x.dim(), "cumsum");
+  DType dt = scan_dtype(x, dtype);
+  Tensor out = scan_compute(ReduceOp::Sum, x, d, dt, "cumsum");
+  if (is_floating(dt) && needs_grad({x})) {
+    record("cumsum", {x}, {out}, [d](const Grads& g, Node&) -> Grads {
+      return {reverse_cumsum(g[0], d)};
+    });
+  }
+  return out;
+}
+
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  const int64_t d = wrap_dim(dim, x.dim(), "cumprod");
+  DType dt = scan_dtype(x, dtype);
+  Tensor out = scan_compute(ReduceOp::Prod, x, d, dt, "cumprod");
+  if (is_floating(dt) && needs_grad({x})) {
+    record("cumprod", {x}, {out}, [d, dt, sx = SavedTensor(x), so = SavedTensor::output(out, 0)](
+                                      const Grads& g, Node& self) -> Grads {
+      return {cumprod_grad(g[0], to_dtype(sx.unpack(), dt), so.unpack(self), d)};
+    });
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,354 @@
+#include "ops/shape.h"
+
+#include <algorithm>
+#include <map>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "ops/backend.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+// Kernel copy without autograd; src has dst's shape (any dtype and strides).
+void copy_raw(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() > 0) backend(dst.device()).copy(dst, src);
+}
+
+// Checks the (non-empty) list shares one device and returns the promoted dtype.
+DType list_dtype(const std::vector<Tensor>& tensors, const char* op) {
+  DType dtype = tensors[0].dtype();
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    KILN_CHECK(tensors[i].device() == tensors[0].device(), Runtime, "[", op,
+               "] Expected all tensors to be on the same device, but found at least two devices, ",
+               tensors[0].device(), " and ", tensors[i].device(), "!");
+    dtype = promote_types(dtype, tensors[i].dtype());
+  }
+  return dtype;
+}
+
+bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), Value, "[cat] expected a non-empty list of Tensors");
+  DType dtype = list_dtype(tensors, "cat");
+  const Tensor* ref = nullptr;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    KILN_CHECK(tensors[i].dim() > 0, Runtime, "[cat] zero-dimensional tensor (at position ", i,
+               ") cannot be concatenated");
+    if (!ref && !is_legacy_empty(tensors[i])) ref = &tensors[i];
+  }
+  Device dev = tensors[0].device();
+  // Offsets of each input along dim in the result; -1 for skipped inputs.
+  std::vector<int64_t> offsets(tensors.size(), -1), lengths(tensors.size(), 0);
+  Tensor out;
+  int64_t d = 0;
+  if (!ref) {
+    // Nothing to join: PyTorch returns an empty tensor whatever dim says.
+    out = make_tensor({0}, dtype, dev);
+  } else {
+    d = wrap_dim(dim, ref->dim(), "cat");
+    Shape shape = ref->sizes();
+    shape[d] = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      if (is_legacy_empty(t)) continue;
+      KILN_CHECK(t.dim() == ref->dim(), Runtime,
+                 "[cat] Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+                 t.dim(), " (shapes ", ref->sizes(), " and ", t.sizes(), " at position ", i, ")");
+      for (int64_t k = 0; k < t.dim(); ++k) {
+        KILN_CHECK(k == d || t.sizes()[k] == ref->sizes()[k], Runtime,
+                   "[cat] Sizes of tensors must match except in dimension ", d, ". Expected size ",
+                   ref->sizes()[k], " but got size ", t.sizes()[k], " for tensor number ", i,
+                   " in the list (shapes ", ref->sizes(), " and ", t.sizes(), ")");
+      }
+      offsets[i] = shape[d];
+      lengths[i] = t.sizes()[d];
+      shape[d] += lengths[i];
+    }
+    out = make_tensor(shape, dtype, dev);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (offsets[i] >= 0) copy_raw(narrow(out, d, offsets[i], lengths[i]), tensors[i]);
+    }
+  }
+  if (needs_grad(tensors)) {
+    record("cat", tensors, {out}, [d, offsets, lengths](const Grads& g, Node&) -> Grads {
+      Grads r(offsets.size());
+      for (size_t i = 0; i < offsets.size(); ++i) {
+        r[i] = offsets[i] >= 0 ? narrow(g[0], d, offsets[i], lengths[i])
+                               : zeros({0}, g[0].dtype(), g[0].device());
+      }
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), Runtime, "[stack] stack expects a non-empty TensorList");
+  DType dtype = list_dtype(tensors, "stack");
+  const Shape& shape = tensors[0].sizes();
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    KILN_CHECK(tensors[i].sizes() == shape, Runtime,
+               "[stack] stack expects each tensor to be equal size, but got ", shape,
+               " at entry 0 and ", tensors[i].sizes(), " at entry ", i);
+  }
+  int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  Shape out_shape = shape;
+  out_shape.insert(out_shape.begin() + d, static_cast<int64_t>(tensors.size()));
+  Tensor out = make_tensor(out_shape, dtype, tensors[0].device());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    copy_raw(select(out, d, static_cast<int64_t>(i)), tensors[i]);
+  }
+  if (needs_grad(tensors)) {
+    record("stack", tensors, {out}, [d](const Grads& g, Node&) -> Grads {
+      Grads r(g[0].sizes()[d]);
+      for (size_t i = 0; i < r.size(); ++i) r[i] = select(g[0], d, static_cast<int64_t>(i));
+      return r;
+    });
+  }
+  return out;
+}
+
+Tensor hstack(const std::vector<Tensor>& tensors) {
+  KILN_CHECK(!tensors.empty(), Runtime, "[hstack] expects a non-empty TensorList");
+  std::vector<Tensor> ts;
+  for (const Tensor& t : tensors) ts.push_back(t.dim() == 0 ? reshape(t, {1}) : t);
+  return cat(ts, ts[0].dim() == 1 ? 0 : 1);
+}
+
+Tensor vstack(const std::vector<Tensor>& tensors) {
+  KILN_CHECK(!tensors.empty(), Runtime, "[vstack] expects a non-empty TensorList");
+  std::vector<Tensor> ts;
+  for (const Tensor& t : tensors) {
+    if (t.dim() == 0)
+      ts.push_back(reshape(t, {1, 1}));
+    else if (t.dim() == 1)
+      ts.push_back(unsqueeze(t, 0));
+    else
+      ts.push_back(t);
+  }
+  return cat(ts, 0);
+}
+
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes,
+                                     int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime, "[split] split expects at least a 1-dimensional tensor");
+  int64_t d = wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    KILN_CHECK(s >= 0, Runtime,
+               "[split] split_with_sizes expects split_sizes have only non-negative entries, but "
+               "got split_sizes=",
+               sizes);
+    total += s;
+  }
+  KILN_CHECK(total == x.sizes()[d], Runtime,
+             "[split] split_with_sizes expects split_sizes to sum "
+             "exactly to ",
+             x.sizes()[d], " (input tensor's size at dimension ", d,
+             "), but got split_sizes=", sizes);
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(x, d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime, "[split] split expects at least a 1-dimensional tensor");
+  int64_t d = wrap_dim(dim, x.dim(), "split");
+  int64_t n = x.sizes()[d];
+  KILN_CHECK(split_size >= 0, Runtime,
+             "[split] split expects split_size be non-negative, but got split_size=", split_size);
+  KILN_CHECK(split_size > 0 || n == 0, Runtime,
+             "[split] split_size can only be 0 if dimension size is 0, but got dimension size of ",
+             n);
+  int64_t count = split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
+  std::vector<int64_t> sizes(count, split_size);
+  sizes.back() = n - split_size * (count - 1);
+  return split_with_sizes(x, sizes, d);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime, "[chunk] chunk expects at least a 1-dimensional tensor");
+  KILN_CHECK(chunks > 0, Runtime,
+             "[chunk] chunk expects `chunks` to be greater than 0, got: ", chunks);
+  int64_t d = wrap_dim(dim, x.dim(), "chunk");
+  int64_t n = x.sizes()[d];
+  // An empty dim still yields `chunks` (empty) pieces, as in PyTorch.
+  if (n == 0) return split_with_sizes(x, std::vector<int64_t>(chunks, 0), d);
+  return split(x, (n + chunks - 1) / chunks, d);
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Index, "[unbind] Dimension specified as ", dim,
+             " but tensor has no dimensions");
+  int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back(select(x, d, i));
+  return out;
+}
+
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> ds = wrap_dims(dims, x.dim(), "flip");
+  // Reading through a view with negated strides and copying out reverses the
+  // data with the ordinary strided copy kernel (so every backend's copy must
+  // accept negative strides); the view never escapes.
+  Shape strides = x.strides();
+  int64_t offset = x.storage_offset();
+  for (int64_t d : ds) {
+    if (x.dim() == 0 || x.sizes()[d] <= 1) continue;
+    offset += (x.sizes()[d] - 1) * strides[d];
+    strides[d] = -strides[d];
+  }
+  Tensor out = make_tensor(x.sizes(), x.dtype(), x.device());
+  copy_raw(out, make_view(detach(x), x.sizes(), strides, offset));
+  if (needs_grad({x})) {
+    record("flip", {x}, {out}, [ds](const Grads& g, Node&) -> Grads { return {flip(g[0], ds)}; });
+  }
+  return out;
+}
+
+namespace {
+
+// Copies src rolled by shifts[i] along dims[i] into dst: each rolled dim splits
+// into two blocks, so 2^len(dims) block copies and no temporaries.
+void roll_blocks(const Tensor& dst, const Tensor& src, const std::vector<int64_t>& dims,
+                 const std::vector<int64_t>& shifts, size_t i) {
+  if (i == dims.size()) {
+    copy_raw(dst, src);
+    return;
+  }
+  int64_t d = dims[i], n = src.sizes()[d], k = shifts[i];
+  roll_blocks(slice(dst, d, k, n), slice(src, d, 0, n - k), dims, shifts, i + 1);
+  roll_blocks(slice(dst, d, 0, k), slice(src, d, n - k, n), dims, shifts, i + 1);
+}
+
+}  // namespace
+
+Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
+  if (dims.empty()) {
+    KILN_CHECK(shifts.size() == 1, Runtime,
+               "[roll] shifts and dimensions must align. shifts: ", shifts.size(), ", dims: 0");
+    return reshape(roll(flatten(x), shifts, {0}), x.sizes());
+  }
+  KILN_CHECK(shifts.size() == dims.size(), Runtime,
+             "[roll] shifts and dimensions must align. shifts: ", shifts.size(),
+             ", dims: ", dims.size());
+  KILN_CHECK(x.dim() > 0, Index, "[roll] Dimension specified as ", dims[0],
+             " but tensor has no dimensions");
+  // Repeated dims add their shifts; only non-trivial rolls become blocks.
+  std::map<int64_t, int64_t> total;
+  for (size_t i = 0; i < dims.size(); ++i) total[wrap_dim(dims[i], x.dim(), "roll")] += shifts[i];
+  std::vector<int64_t> bdims, bshifts;
+  for (auto [d, s] : total) {
+    int64_t n = x.sizes()[d];
+    int64_t k = n == 0 ? 0 : ((s % n) + n) % n;
+    if (k == 0) continue;
+    bdims.push_back(d);
+    bshifts.push_back(k);
+  }
+  Tensor out = make_tensor(x.sizes(), x.dtype(), x.device());
+  roll_blocks(out, detach(x), bdims, bshifts, 0);
+  if (needs_grad({x})) {
+    std::vector<int64_t> back;
+    for (int64_t s : shifts) back.push_back(-s);
+    record("roll", {x}, {out},
+           [back, dims](const Grads& g, Node&) -> Grads { return {roll(g[0], back, dims)}; });
+  }
+  return out;
+}
+
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
+  const int64_t nd = static_cast<int64_t>(repeats.size());
+  KILN_CHECK(nd >= x.dim(), Runtime, "[repeat] Number of dimensions of repeat dims (", nd,
+             ") can not be smaller than number of dimensions of tensor (", x.dim(), ")");
+  // Each dim i becomes a pair (repeat, size): out viewed as [r0, s0, r1, s1, ...]
+  // is the input viewed as [1, s0, 1, s1, ...] and expanded.
+  Shape padded(nd - x.dim(), 1);
+  padded.insert(padded.end(), x.sizes().begin(), x.sizes().end());
+  Shape out_shape, pairs, unit_pairs;
+  for (int64_t i = 0; i < nd; ++i) {
+    KILN_CHECK(repeats[i] >= 0, Runtime,
+               "[repeat] Trying to create tensor with negative "
+               "dimension ",
+               repeats[i], ": repeats ", Shape(repeats));
+    out_shape.push_back(repeats[i] * padded[i]);
+    pairs.insert(pairs.end(), {repeats[i], padded[i]});
+    unit_pairs.insert(unit_pairs.end(), {1, padded[i]});
+  }
+  Tensor out = make_tensor(out_shape, x.dtype(), x.device());
+  if (out.numel() > 0) copy_raw(view(out, pairs), expand(reshape(detach(x), unit_pairs), pairs));
+  if (needs_grad({x})) {
+    Shape in_shape = x.sizes();
+    std::vector<int64_t> rep_dims;
+    for (int64_t i = 0; i < nd; ++i) rep_dims.push_back(2 * i);
+    record("repeat", {x}, {out}, [pairs, rep_dims, in_shape](const Grads& g, Node&) -> Grads {
+      return {reshape(sum(reshape(g[0], pairs), rep_dims), in_shape)};
+    });
+  }
+  return out;
+}
+
+Tensor tile(const Tensor& x, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> reps(dims);
+  if (static_cast<int64_t>(reps.size()) < x.dim())
+    reps.insert(reps.begin(), x.dim() - reps.size(), 1);
+  return repeat(x, reps);
+}
+
+namespace {
+
+Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
+  const char* op = upper ? "triu" : "tril";
+  KILN_CHECK(x.dim() >= 2, Runtime, "[", op, "] input tensor must have at least 2 dimensions, got ",
+             "shape ", x.sizes());
+  Tensor out = make_tensor(x.sizes(), x.dtype(), x.device());
+  if (out.numel() > 0) {
+    Tensor in = x.is_contiguous() ? detach(x) : contiguous(detach(x));
+    require_kernel(backend(x.device()).triangle, op, x.device())(out, in, diagonal, upper);
+  }
+  if (needs_grad({x})) {
+    record(op, {x}, {out}, [diagonal, upper](const Grads& g, Node&) -> Grads {
+      return {triangle(g[0], diagonal, upper)};
+    });
+  }
+  return out;
+}
+
+const Tensor& triangle_(const Tensor& self, int64_t diagonal, bool upper) {
+  return apply_inplace(
+      self, {}, upper ? "triu_" : "tril_",
+      [&](const Tensor& s) { return triangle(s, diagonal, upper); },
+      [&] {
+        Tensor r = triangle(detach(self), diagonal, upper);
+        copy_raw(self, r);
+      });
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true); }
+const Tensor& tril_(const Tensor& self, int64_t diagonal) {
+  return triangle_(self, diagonal, false);
+}
+const Tensor& triu_(const Tensor& self, int64_t diagonal) {
+  return triangle_(self, diagonal, true);
+}
+
+}  // namespace kiln

@@ -1,0 +1,46 @@
+// Shape manipulation that moves data: joining (cat, stack), splitting into
+// views (split, chunk, unbind), reordering (flip, roll), repetition (repeat,
+// tile) and triangles (tril, triu). All are differentiable.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// Joins along an existing dim; dtypes promote. 1-D tensors of shape [0] are
+// skipped, as in PyTorch (legacy "empty" tensors).
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Joins equally shaped tensors along a new dim.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// cat along dim 1 (dim 0 for 1-D inputs) / dim 0 after promoting inputs to 2-D.
+Tensor hstack(const std::vector<Tensor>& tensors);
+Tensor vstack(const std::vector<Tensor>& tensors);
+
+// Views of `split_size` elements along dim (the last one may be smaller).
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+// Views with the given lengths, which must sum to the dim's size.
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes,
+                                     int64_t dim = 0);
+// At most `chunks` views of ceil(size / chunks) elements.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// The slices along dim, each without that dim.
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims);
+// Empty dims: rolls the flattened tensor (shifts must have one entry).
+Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts,
+            const std::vector<int64_t>& dims = {});
+// Tiles x `repeats[i]` times along dim i; repeats may have more dims than x.
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats);
+// repeat with missing leading repeats taken as 1.
+Tensor tile(const Tensor& x, const std::vector<int64_t>& dims);
+
+// Lower / upper triangle of the last two dims; `diagonal` shifts the boundary.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+const Tensor& tril_(const Tensor& self, int64_t diagonal = 0);
+const Tensor& triu_(const Tensor& self, int64_t diagonal = 0);
+
+}  // namespace kiln

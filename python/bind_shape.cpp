@@ -1,0 +1,217 @@
+// Shape and sorting ops: kiln.cat/stack/split/..., kiln.sort/topk/unique/...
+// Ops returning (values, indices) give named tuples, as torch.return_types does.
+#include <pybind11/stl.h>
+
+#include "core/error.h"
+#include "ops/shape.h"
+#include "ops/sort.h"
+#include "python/arg_parsing.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+
+namespace {
+
+std::vector<Tensor> parse_tensor_list(py::handle h, const char* op) {
+  KILN_CHECK(py::isinstance<py::sequence>(h) && !py::isinstance<TensorImpl>(h), Type, "[", op,
+             "] argument 'tensors' must be a tuple or list of Tensors, not ",
+             std::string(py::str(py::type::of(h).attr("__name__"))));
+  std::vector<Tensor> out;
+  size_t i = 0;
+  for (py::handle item : py::reinterpret_borrow<py::sequence>(h)) {
+    KILN_CHECK(py::isinstance<TensorImpl>(item), Type, "[", op, "] expected Tensor as element ", i,
+               " in argument 'tensors', but got ",
+               std::string(py::str(py::type::of(item).attr("__name__"))));
+    out.push_back(item.cast<Tensor>());
+    ++i;
+  }
+  return out;
+}
+
+py::tuple to_tuple(const std::vector<Tensor>& ts) {
+  py::tuple t(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) t[i] = py::cast(ts[i]);
+  return t;
+}
+
+// An int or a sequence of ints (roll's shifts/dims, flip's dims).
+std::vector<int64_t> int_list(py::handle h, const char* op) { return parse_shape_object(h, op); }
+
+// kiln.return_types.<name>(values, indices), shared with other binding files.
+py::object return_type(py::module_& m, const char* name) {
+  py::module_ types = py::hasattr(m, "return_types")
+                          ? py::reinterpret_borrow<py::module_>(m.attr("return_types"))
+                          : m.def_submodule("return_types", "Named tuples returned by ops");
+  if (!py::hasattr(types, name)) {
+    types.attr(name) = py::module_::import("collections")
+                           .attr("namedtuple")(name, py::make_tuple("values", "indices"),
+                                               py::arg("module") = "kiln.return_types");
+  }
+  return types.attr(name);
+}
+
+}  // namespace
+
+void init_shape(py::module_& m, TensorClass& cls) {
+  // Joining.
+  for (const char* name : {"cat", "concat"}) {
+    m.def(
+        name,
+        [](py::object tensors, int64_t dim) { return cat(parse_tensor_list(tensors, "cat"), dim); },
+        py::arg("tensors"), py::arg("dim") = 0);
+  }
+  m.def(
+      "concatenate",
+      [](py::object tensors, int64_t axis) { return cat(parse_tensor_list(tensors, "cat"), axis); },
+      py::arg("tensors"), py::arg("axis") = 0);
+  m.def(
+      "stack",
+      [](py::object tensors, int64_t dim) {
+        return stack(parse_tensor_list(tensors, "stack"), dim);
+      },
+      py::arg("tensors"), py::arg("dim") = 0);
+  m.def(
+      "hstack", [](py::object tensors) { return hstack(parse_tensor_list(tensors, "hstack")); },
+      py::arg("tensors"));
+  m.def(
+      "vstack", [](py::object tensors) { return vstack(parse_tensor_list(tensors, "vstack")); },
+      py::arg("tensors"));
+
+  // Splitting into views.
+  auto split_fn = [](const Tensor& x, py::object sizes, int64_t dim) {
+    if (PyLong_Check(sizes.ptr())) return to_tuple(split(x, sizes.cast<int64_t>(), dim));
+    return to_tuple(split_with_sizes(x, parse_shape_object(sizes, "split"), dim));
+  };
+  m.def("split", split_fn, py::arg("tensor"), py::arg("split_size_or_sections"),
+        py::arg("dim") = 0);
+  cls.def("split", split_fn, py::arg("split_size"), py::arg("dim") = 0);
+  cls.def(
+      "split_with_sizes",
+      [](const Tensor& x, py::object sizes, int64_t dim) {
+        return to_tuple(split_with_sizes(x, parse_shape_object(sizes, "split_with_sizes"), dim));
+      },
+      py::arg("split_sizes"), py::arg("dim") = 0);
+  auto chunk_fn = [](const Tensor& x, int64_t chunks, int64_t dim) {
+    return to_tuple(chunk(x, chunks, dim));
+  };
+  m.def("chunk", chunk_fn, py::arg("input"), py::arg("chunks"), py::arg("dim") = 0);
+  cls.def("chunk", chunk_fn, py::arg("chunks"), py::arg("dim") = 0);
+  auto unbind_fn = [](const Tensor& x, int64_t dim) { return to_tuple(unbind(x, dim)); };
+  m.def("unbind", unbind_fn, py::arg("input"), py::arg("dim") = 0);
+  cls.def("unbind", unbind_fn, py::arg("dim") = 0);
+
+  // Reordering and repetition.
+  m.def(
+      "flip", [](const Tensor& x, py::object dims) { return flip(x, int_list(dims, "flip")); },
+      py::arg("input"), py::arg("dims"));
+  cls.def("flip", [](const Tensor& x, py::args dims) {
+    KILN_CHECK(!dims.empty(), Type, "[flip] flip() missing 1 required positional argument: 'dims'");
+    return flip(x, parse_shape(dims, "flip"));
+  });
+  auto fliplr_fn = [](const Tensor& x) {
+    KILN_CHECK(x.dim() >= 2, Runtime, "[fliplr] Input must be >= 2-d, got shape ", x.sizes());
+    return flip(x, {1});
+  };
+  auto flipud_fn = [](const Tensor& x) {
+    KILN_CHECK(x.dim() >= 1, Runtime, "[flipud] Input must be >= 1-d, got shape ", x.sizes());
+    return flip(x, {0});
+  };
+  m.def("fliplr", fliplr_fn, py::arg("input"));
+  cls.def("fliplr", fliplr_fn);
+  m.def("flipud", flipud_fn, py::arg("input"));
+  cls.def("flipud", flipud_fn);
+  auto roll_fn = [](const Tensor& x, py::object shifts, py::object dims) {
+    std::vector<int64_t> d;
+    if (!dims.is_none()) d = int_list(dims, "roll");
+    return roll(x, int_list(shifts, "roll"), d);
+  };
+  m.def("roll", roll_fn, py::arg("input"), py::arg("shifts"), py::arg("dims") = py::none());
+  cls.def("roll", roll_fn, py::arg("shifts"), py::arg("dims") = py::none());
+  cls.def("repeat",
+          [](const Tensor& x, py::args sizes) { return repeat(x, parse_shape(sizes, "repeat")); });
+  m.def(
+      "tile", [](const Tensor& x, py::object dims) { return tile(x, int_list(dims, "tile")); },
+      py::arg("input"), py::arg("dims"));
+  cls.def("tile",
+          [](const Tensor& x, py::args dims) { return tile(x, parse_shape(dims, "tile")); });
+
+  // Triangles.
+  m.def(
+      "tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("input"),
+      py::arg("diagonal") = 0);
+  m.def(
+      "triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("input"),
+      py::arg("diagonal") = 0);
+  cls.def(
+      "tril", [](const Tensor& x, int64_t k) { return tril(x, k); }, py::arg("diagonal") = 0);
+  cls.def(
+      "triu", [](const Tensor& x, int64_t k) { return triu(x, k); }, py::arg("diagonal") = 0);
+  cls.def(
+      "tril_", [](const Tensor& x, int64_t k) { return tril_(x, k); }, py::arg("diagonal") = 0);
+  cls.def(
+      "triu_", [](const Tensor& x, int64_t k) { return triu_(x, k); }, py::arg("diagonal") = 0);
+
+  // Sorting and selection.
+  py::object sort_t = return_type(m, "sort"), topk_t = return_type(m, "topk");
+  py::object kth_t = return_type(m, "kthvalue"), median_t = return_type(m, "median");
+  auto pair = [](const py::object& type, const std::tuple<Tensor, Tensor>& r) {
+    return type(py::cast(std::get<0>(r)), py::cast(std::get<1>(r)));
+  };
+  // stable may be None, as in PyTorch's signature.
+  auto sort_fn = [sort_t, pair](const Tensor& x, int64_t dim, bool descending,
+                                std::optional<bool> stable) {
+    return pair(sort_t, sort(x, dim, descending, stable.value_or(false)));
+  };
+  m.def("sort", sort_fn, py::arg("input"), py::arg("dim") = -1, py::arg("descending") = false,
+        py::arg("stable") = false);
+  cls.def("sort", sort_fn, py::arg("dim") = -1, py::arg("descending") = false,
+          py::arg("stable") = false);
+  auto argsort_fn = [](const Tensor& x, int64_t dim, bool descending, std::optional<bool> stable) {
+    return argsort(x, dim, descending, stable.value_or(false));
+  };
+  m.def("argsort", argsort_fn, py::arg("input"), py::arg("dim") = -1, py::arg("descending") = false,
+        py::kw_only(), py::arg("stable") = false);
+  cls.def("argsort", argsort_fn, py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(),
+          py::arg("stable") = false);
+  auto topk_fn = [topk_t, pair](const Tensor& x, int64_t k, int64_t dim, bool largest,
+                                bool sorted) {
+    return pair(topk_t, topk(x, k, dim, largest, sorted));
+  };
+  m.def("topk", topk_fn, py::arg("input"), py::arg("k"), py::arg("dim") = -1,
+        py::arg("largest") = true, py::arg("sorted") = true);
+  cls.def("topk", topk_fn, py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true,
+          py::arg("sorted") = true);
+  auto kth_fn = [kth_t, pair](const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+    return pair(kth_t, kthvalue(x, k, dim, keepdim));
+  };
+  m.def("kthvalue", kth_fn, py::arg("input"), py::arg("k"), py::arg("dim") = -1,
+        py::arg("keepdim") = false);
+  cls.def("kthvalue", kth_fn, py::arg("k"), py::arg("dim") = -1, py::arg("keepdim") = false);
+  // median(input) -> Tensor; median(input, dim, keepdim=False) -> (values, indices).
+  auto median_fn = [median_t, pair](const Tensor& x, py::object dim, bool keepdim) -> py::object {
+    if (dim.is_none()) return py::cast(median(x));
+    return pair(median_t, median(x, dim.cast<int64_t>(), keepdim));
+  };
+  m.def("median", median_fn, py::arg("input"), py::arg("dim") = py::none(),
+        py::arg("keepdim") = false);
+  cls.def("median", median_fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  auto unique_fn = [](const Tensor& x, bool sorted, bool return_inverse, bool return_counts,
+                      std::optional<int64_t> dim) -> py::object {
+    auto [out, inverse, counts] = unique(x, sorted, dim);
+    if (!return_inverse && !return_counts) return py::cast(out);
+    py::list r;
+    r.append(py::cast(out));
+    if (return_inverse) r.append(py::cast(inverse));
+    if (return_counts) r.append(py::cast(counts));
+    return py::tuple(r);
+  };
+  m.def("unique", unique_fn, py::arg("input"), py::arg("sorted") = true,
+        py::arg("return_inverse") = false, py::arg("return_counts") = false,
+        py::arg("dim") = py::none());
+  cls.def("unique", unique_fn, py::arg("sorted") = true, py::arg("return_inverse") = false,
+          py::arg("return_counts") = false, py::arg("dim") = py::none());
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One build-test-benchmark cycle on the GPU machine (see ../shared/GPU.md):
+# configure for sm_90 with Ninja, build on all cores, run the C++ and Python
+# suites, then the benchmarks; full logs go to $LOG_DIR, a summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG_DIR="${LOG_DIR:-${OUT:-/tmp}}"
+mkdir -p "$LOG_DIR"
+export PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
+summary=()
+
+step() {  # step <name> <command...>
+  local name="$1"; shift
+  local t0=$SECONDS
+  if "$@" >"$LOG_DIR/$name.log" 2>&1; then
+    summary+=("$name: ok ($((SECONDS - t0)) s) $(tail -n 1 "$LOG_DIR/$name.log")")
+  else
+    summary+=("$name: FAILED ($((SECONDS - t0)) s) $(tail -n 3 "$LOG_DIR/$name.log" | tr '\n' ' ')")
+  fi
+}
+
+step configure cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DPython_EXECUTABLE="$(command -v python3)"
+step build cmake --build build -j "$(nproc)"
+step test-cpp ctest --test-dir build --output-on-failure -j "$(nproc)"
+step test-python python3 -m pytest -q -p no:cacheprovider tests/python
+step bench-cpu-overhead python3 benchmarks/cpu_overhead.py
+cat "$LOG_DIR/bench-cpu-overhead.log"
+printf '%s\n' "${summary[@]}"
