@@ -1,12 +1,14 @@
 // scaled_dot_product_attention as a composition of matmul, masking and
-// softmax (the "math" path): differentiable in query, key, value and a
-// floating mask, double backward included.
+// softmax (the "math" path), with dropout on the attention weights when
+// dropout_p > 0: differentiable in query, key, value and a floating mask,
+// double backward included.
 #include <cmath>
 #include <limits>
 
 #include "core/error.h"
 #include "ops/binary.h"
 #include "ops/creation.h"
+#include "ops/dropout.h"
 #include "ops/linalg.h"
 #include "ops/nn_functional.h"
 #include "ops/view.h"
@@ -45,9 +47,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   KILN_CHECK(key.size(-2) == value.size(-2), Runtime, "[", op,
              "] key and value must have the same sequence length (dim -2): key ", key.sizes(),
              ", value ", value.sizes());
-  KILN_CHECK(dropout_p == 0.0, NotImplemented, "[", op,
-             "] dropout_p > 0 is not supported; apply kiln.nn.functional.dropout to the "
-             "attention weights of a manual implementation instead");
+  KILN_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, Value, "[", op,
+             "] dropout probability has to be between 0 and 1, but got ", dropout_p);
   KILN_CHECK(!(is_causal && attn_mask), Runtime, "[", op,
              "] Explicit attn_mask should not be set when is_causal=True");
   Tensor k = key, v = value;
@@ -77,7 +78,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                      scores.dtype(), scores.device());
     scores = where(keep, scores, minus_inf);
   }
-  return matmul(softmax(scores, -1), v);
+  Tensor weights = softmax(scores, -1);
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true);
+  return matmul(weights, v);
 }
 
 }  // namespace kiln

@@ -85,7 +85,8 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, do
 // keys / [..., S, Ev] values. A bool attn_mask keeps the True positions, a
 // floating one is added; is_causal masks keys after each query (top-left
 // aligned); scale defaults to 1/sqrt(E); enable_gqa repeats key/value heads
-// (dim -3) to match the query heads. dropout_p must be 0.
+// (dim -3) to match the query heads; dropout_p > 0 drops attention weights
+// (always, as PyTorch does: callers pass 0 in eval mode).
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const std::optional<Tensor>& attn_mask = std::nullopt,
                                     double dropout_p = 0.0, bool is_causal = false,

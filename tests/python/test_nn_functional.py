@@ -734,8 +734,20 @@ def test_scaled_dot_product_attention_gradients_and_errors():
         sdpa(kiln.ones(2, 3), kiln.ones(2, 3, dtype=kiln.float64), kiln.ones(2, 3))
     with pytest.raises(RuntimeError, match=r"\[scaled_dot_product_attention\].*embedding size"):
         sdpa(kiln.ones(2, 3), kiln.ones(2, 4), kiln.ones(2, 3))
-    with pytest.raises(NotImplementedError, match=r"\[scaled_dot_product_attention\].*dropout"):
-        sdpa(kiln.ones(2, 3), kiln.ones(2, 3), kiln.ones(2, 3), dropout_p=0.1)
+    with pytest.raises(ValueError, match=r"\[scaled_dot_product_attention\].*dropout.*1.5"):
+        sdpa(kiln.ones(2, 3), kiln.ones(2, 3), kiln.ones(2, 3), dropout_p=1.5)
+
+
+def test_scaled_dot_product_attention_dropout():
+    sdpa = F.scaled_dot_product_attention
+    q, k, v = (kiln.tensor(rand(2, 8, 4)) for _ in range(3))
+    assert_close(sdpa(q, k, v, dropout_p=1.0), np.zeros((2, 8, 4)))
+    kiln.manual_seed(3)
+    a = sdpa(q, k, v, dropout_p=0.5)
+    kiln.manual_seed(3)
+    b = sdpa(q, k, v, dropout_p=0.5)
+    assert_close(a, b.numpy())
+    assert np.abs(a.numpy() - sdpa(q, k, v).numpy()).max() > 1e-3
 
 
 @pytest.mark.parametrize("case", [
