@@ -72,6 +72,8 @@ void bind_losses(py::module_& nn) {
         return cross_entropy(input, target, weight, ignore_index,
                              legacy_reduction(size_average, reduce, reduction), label_smoothing);
       },
+      "Cross entropy of logits `input` ([N, C], [N, C, d...] or [C]) against class indices or "
+      "class probabilities; weight, ignore_index and label_smoothing as in PyTorch.",
       py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
       py::arg("size_average") = py::none(), py::arg("ignore_index") = -100,
       py::arg("reduce") = py::none(), py::arg("reduction") = "mean",
@@ -83,6 +85,7 @@ void bind_losses(py::module_& nn) {
         return nll_loss(input, target, weight, ignore_index,
                         legacy_reduction(size_average, reduce, reduction));
       },
+      "Negative log-likelihood of log-probabilities `input` at int64 class-index targets.",
       py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
       py::arg("size_average") = py::none(), py::arg("ignore_index") = -100,
       py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
@@ -106,20 +109,22 @@ void bind_losses(py::module_& nn) {
         return smooth_l1_loss(input, target, legacy_reduction(size_average, reduce, reduction),
                               beta);
       },
-      py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(),
-      py::arg("reduce") = py::none(), py::arg("reduction") = "mean", py::arg("beta") = 1.0);
+      "Quadratic (divided by beta) below beta, linear above.", py::arg("input"), py::arg("target"),
+      py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
+      py::arg("reduction") = "mean", py::arg("beta") = 1.0);
   nn.def(
       "huber_loss",
       [](const Tensor& input, const Tensor& target, const std::string& reduction, double delta,
          OptTensor weight) { return huber_loss(input, target, reduction, delta, weight); },
-      py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("delta") = 1.0,
-      py::arg("weight") = py::none());
+      "Quadratic below delta, delta-scaled linear above.", py::arg("input"), py::arg("target"),
+      py::arg("reduction") = "mean", py::arg("delta") = 1.0, py::arg("weight") = py::none());
   nn.def(
       "kl_div",
       [](const Tensor& input, const Tensor& target, py::object size_average, py::object reduce,
          const std::string& reduction, bool log_target) {
         return kl_div(input, target, legacy_reduction(size_average, reduce, reduction), log_target);
       },
+      "KL divergence for log-probability `input`; reduction may be \"batchmean\".",
       py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(),
       py::arg("reduce") = py::none(), py::arg("reduction") = "mean", py::arg("log_target") = false);
   nn.def(
@@ -129,9 +134,9 @@ void bind_losses(py::module_& nn) {
         return binary_cross_entropy(input, target, weight,
                                     legacy_reduction(size_average, reduce, reduction));
       },
-      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
-      py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
-      py::arg("reduction") = "mean");
+      "Binary cross entropy of probabilities in [0, 1]; logs clamped at -100.", py::arg("input"),
+      py::arg("target"), py::arg("weight") = py::none(), py::arg("size_average") = py::none(),
+      py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
   nn.def(
       "binary_cross_entropy_with_logits",
       [](const Tensor& input, const Tensor& target, OptTensor weight, py::object size_average,
@@ -139,6 +144,7 @@ void bind_losses(py::module_& nn) {
         return binary_cross_entropy_with_logits(
             input, target, weight, legacy_reduction(size_average, reduce, reduction), pos_weight);
       },
+      "Binary cross entropy of logits, computed stably; pos_weight scales positive targets.",
       py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
       py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
       py::arg("reduction") = "mean", py::arg("pos_weight") = py::none());
@@ -150,7 +156,8 @@ void bind_layers(py::module_& nn) {
       [](const Tensor& input, const Tensor& weight, OptTensor bias) {
         return linear(input, weight, bias);
       },
-      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
+      "input @ weight.T + bias, weight of shape [out_features, in_features].", py::arg("input"),
+      py::arg("weight"), py::arg("bias") = py::none());
   nn.def(
       "layer_norm",
       [](const Tensor& input, py::object normalized_shape, OptTensor weight, OptTensor bias,
@@ -158,6 +165,7 @@ void bind_layers(py::module_& nn) {
         return layer_norm(input, parse_shape_object(normalized_shape, "layer_norm"), weight, bias,
                           eps);
       },
+      "Normalizes the trailing normalized_shape dims to zero mean and unit variance.",
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
       py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
   nn.def(
@@ -166,6 +174,7 @@ void bind_layers(py::module_& nn) {
          std::optional<double> eps) {
         return rms_norm(input, parse_shape_object(normalized_shape, "rms_norm"), weight, eps);
       },
+      "Scales the trailing normalized_shape dims by their reciprocal root mean square.",
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
       py::arg("eps") = py::none());
   nn.def(
@@ -174,14 +183,15 @@ void bind_layers(py::module_& nn) {
         KILN_CHECK(out.is_none(), NotImplemented, "[normalize] out= is not supported");
         return normalize(input, p, dim, eps);
       },
-      py::arg("input"), py::arg("p") = 2.0, py::arg("dim") = 1, py::arg("eps") = 1e-12,
-      py::arg("out") = py::none());
+      "input / max(||input||_p, eps) along dim.", py::arg("input"), py::arg("p") = 2.0,
+      py::arg("dim") = 1, py::arg("eps") = 1e-12, py::arg("out") = py::none());
   nn.def(
       "cosine_similarity",
       [](const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
         return cosine_similarity(x1, x2, dim, eps);
       },
-      py::arg("x1"), py::arg("x2"), py::arg("dim") = 1, py::arg("eps") = 1e-8);
+      "Cosine similarity of x1 and x2 (broadcast) along dim.", py::arg("x1"), py::arg("x2"),
+      py::arg("dim") = 1, py::arg("eps") = 1e-8);
   nn.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, OptTensor attn_mask, double dropout_p,
@@ -189,6 +199,8 @@ void bind_layers(py::module_& nn) {
         return scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
                                             enable_gqa);
       },
+      "softmax(query @ key^T * scale + mask) @ value, with optional causal masking, dropout and "
+      "grouped-query heads.",
       py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
       py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::kw_only(),
       py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
@@ -208,12 +220,14 @@ void bind_layers(py::module_& nn) {
         }
         return embedding(input, weight, padding_idx, scale_grad_by_freq);
       },
+      "Rows of weight picked by integer `input`; padding_idx rows get no gradient.",
       py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(),
       py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0,
       py::arg("scale_grad_by_freq") = false, py::arg("sparse") = false);
   nn.def(
       "one_hot", [](const Tensor& t, int64_t num_classes) { return one_hot(t, num_classes); },
-      py::arg("tensor"), py::arg("num_classes") = -1);
+      "int64 one-hot encoding with num_classes classes (-1: max(tensor) + 1).", py::arg("tensor"),
+      py::arg("num_classes") = -1);
 }
 
 // An activation with PyTorch's inplace= flag.
