@@ -86,6 +86,11 @@ struct Backend {
   // Inclusive Sum/Prod scan along each row of a contiguous [outer, n] input; out has in's
   // shape and dtype.
   void (*scan)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
+  // out[i, :] = src[index[i], :]; out and src contiguous 2-D of one dtype, index
+  // contiguous 1-D int64 with values already checked against src.size(0).
+  void (*row_gather)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
+  // out[index[i], :] += src[i, :]; out, src contiguous 2-D of one floating dtype.
+  void (*row_scatter_add)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

@@ -24,6 +24,8 @@ const Backend& backend() {
     b.dropout = dropout_kernel;
     b.arg_reduce = arg_reduce_kernel;
     b.scan = scan_kernel;
+    b.row_gather = row_gather_kernel;
+    b.row_scatter_add = row_scatter_add_kernel;
     return b;
   }();
   return table;

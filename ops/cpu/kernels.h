@@ -30,5 +30,7 @@ void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in, con
 void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
                        const Tensor& in);
 void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
+void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
+void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 
 }  // namespace kiln::cpu

@@ -1,0 +1,307 @@
+// Loss functions of kiln.nn.functional, written as compositions of
+// differentiable kiln ops (binary_cross_entropy has its own backward, see there).
+#include <vector>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/nn_functional.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+Tensor apply_reduction(const Tensor& loss, Reduction r) {
+  switch (r) {
+    case Reduction::Mean:
+      return mean(loss);
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::None:
+      break;
+  }
+  return loss;
+}
+
+Tensor zero_like_scalar(const Tensor& t) {
+  return scalar_tensor(Scalar(0.0), t.dtype(), t.device());
+}
+
+// Per-target terms of nll_loss, flattened to [M] (M = number of targets):
+// loss[i] = -weight[t_i] * input[i, t_i] and the weight itself, both 0 where
+// t_i == ignore_index.
+struct NllTerms {
+  Tensor loss;
+  Tensor weight;
+  Tensor valid;  // bool [M]: target != ignore_index
+};
+
+NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                   int64_t ignore_index, const char* op) {
+  KILN_CHECK(input.dim() >= 1, Value, "[", op, "] Expected 1 or more dimensions (got 0)");
+  KILN_CHECK(is_floating(input.dtype()), Runtime, "[", op,
+             "] expected a floating-point input, got ", input.dtype());
+  KILN_CHECK(target.dtype() == DType::Int64, Runtime, "[", op,
+             "] expected target of dtype int64 (class indices), got ", target.dtype());
+  if (input.dim() == 1) {
+    KILN_CHECK(target.dim() == 0, Runtime, "[", op, "] unbatched input of shape ", input.sizes(),
+               " expects a 0-D target, got shape ", target.sizes());
+  } else {
+    KILN_CHECK(target.dim() >= 1 && input.size(0) == target.size(0), Value, "[", op,
+               "] Expected input batch_size (", input.size(0), ") to match target batch_size (",
+               target.dim() >= 1 ? target.size(0) : 0, "): input ", input.sizes(), ", target ",
+               target.sizes());
+    Shape expected = input.sizes();
+    expected.erase(expected.begin() + 1);
+    KILN_CHECK(target.sizes() == expected, Runtime, "[", op, "] Expected target size ", expected,
+               ", got ", target.sizes(), " (input ", input.sizes(), ")");
+  }
+  const int64_t classes = input.size(input.dim() == 1 ? 0 : 1);
+  KILN_CHECK(!weight || (weight->dim() == 1 && weight->numel() == classes), Runtime, "[", op,
+             "] weight tensor should be defined either for all ", classes,
+             " classes or no classes but got weight tensor of shape: ", weight->sizes());
+  check_index_bounds(target, classes, op, "Target", "classes", ignore_index);
+
+  const int64_t m = target.numel();
+  // Classes last, one row per target.
+  Tensor rows = input.dim() >= 3 ? movedim(input, 1, -1) : input;
+  Tensor flat_input = reshape(rows, {m * classes, 1});
+  Tensor t = reshape(target, {m});
+  Tensor valid = ne(t, Scalar(ignore_index));
+  // Ignored targets read class 0 and are masked out below.
+  Tensor safe_t = contiguous(mul(t, to_dtype(valid, DType::Int64)));
+  Tensor flat_index =
+      contiguous(add(mul(arange(0, m, 1, DType::Int64, input.device()), Scalar(classes)), safe_t));
+  Tensor picked = reshape(gather_rows(flat_input, flat_index), {m});
+  Tensor w = to_dtype(valid, input.dtype());
+  if (weight) w = mul(w, reshape(gather_rows(reshape(*weight, {classes, 1}), safe_t), {m}));
+  Tensor loss = where(valid, neg(mul(picked, w)), zero_like_scalar(picked));
+  return {loss, w, valid};
+}
+
+// Note [label smoothing]: with smoothing eps and C classes, cross_entropy is
+// (1 - eps) * (the unsmoothed loss) + eps / C * sum_c -w_c * log p_c.
+// For class-index targets the second term is 0 at ignored targets and, under
+// "mean", is divided by the same denominator as nll_loss (the summed weight of
+// the non-ignored targets). For probability targets it is the same as mixing
+// the targets with the uniform distribution, and "mean" divides by the number
+// of targets regardless of weights.
+Tensor cross_entropy_probs(const Tensor& logp, const Tensor& target, const Tensor& weight_b,
+                           int64_t class_dim, Reduction red, double eps) {
+  KILN_CHECK(is_floating(target.dtype()), Runtime,
+             "[cross_entropy] Expected floating point type for target with class probabilities,",
+             " got ", target.dtype());
+  const int64_t classes = logp.size(class_dim);
+  Tensor probs = target;
+  if (eps > 0) probs = add(mul(target, Scalar(1.0 - eps)), Scalar(eps / classes));
+  Tensor prod = mul(logp, probs);
+  if (weight_b.defined()) prod = mul(prod, weight_b);
+  Tensor loss = neg(sum(prod, std::vector<int64_t>{class_dim}));
+  if (red != Reduction::Mean) return apply_reduction(loss, red);
+  return div(sum(loss), Scalar(static_cast<double>(loss.numel())));
+}
+
+}  // namespace
+
+Reduction parse_reduction(const std::string& reduction, const char* op) {
+  if (reduction == "mean") return Reduction::Mean;
+  if (reduction == "sum") return Reduction::Sum;
+  if (reduction == "none") return Reduction::None;
+  fail(ErrorKind::Value, "[", op, "] '", reduction,
+       "' is not a valid value for reduction (expected 'none', 'mean' or 'sum')");
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                int64_t ignore_index, const std::string& reduction) {
+  Reduction red = parse_reduction(reduction, "nll_loss");
+  NllTerms terms = nll_terms(input, target, weight, ignore_index, "nll_loss");
+  if (red == Reduction::None) return reshape(terms.loss, target.sizes());
+  if (red == Reduction::Sum) return sum(terms.loss);
+  return div(sum(terms.loss), sum(terms.weight));
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                     int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  Reduction red = parse_reduction(reduction, "cross_entropy");
+  KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, Runtime,
+             "[cross_entropy] label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
+  KILN_CHECK(input.dim() >= 1, Value, "[cross_entropy] Expected 1 or more dimensions (got 0)");
+  KILN_CHECK(is_floating(input.dtype()), Runtime,
+             "[cross_entropy] expected a floating-point input, got ", input.dtype());
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  const int64_t classes = input.size(class_dim);
+  KILN_CHECK(!weight || (weight->dim() == 1 && weight->numel() == classes), Runtime,
+             "[cross_entropy] weight tensor should be defined either for all ", classes,
+             " classes or no classes but got weight tensor of shape: ", weight->sizes());
+  Tensor weight_b;  // weight shaped to broadcast along the class dim
+  if (weight) {
+    Shape shape(input.dim(), 1);
+    shape[class_dim] = classes;
+    weight_b = reshape(*weight, shape);
+  }
+  Tensor logp = log_softmax(input, class_dim);
+  if (input.sizes() == target.sizes())
+    return cross_entropy_probs(logp, target, weight_b, class_dim, red, label_smoothing);
+
+  NllTerms terms = nll_terms(logp, target, weight, ignore_index, "cross_entropy");
+  Tensor nll = terms.loss;
+  if (red == Reduction::Sum) nll = sum(nll);
+  if (red == Reduction::Mean) nll = div(sum(nll), sum(terms.weight));
+  if (red == Reduction::None) nll = reshape(nll, target.sizes());
+  if (label_smoothing == 0.0) return nll;
+
+  Tensor prod = weight_b.defined() ? mul(logp, weight_b) : logp;
+  Tensor smooth = reshape(neg(sum(prod, std::vector<int64_t>{class_dim})), {target.numel()});
+  smooth = where(terms.valid, smooth, zero_like_scalar(smooth));
+  if (red == Reduction::Sum) smooth = sum(smooth);
+  if (red == Reduction::Mean) smooth = div(sum(smooth), sum(terms.weight));
+  if (red == Reduction::None) smooth = reshape(smooth, target.sizes());
+  return add(mul(nll, Scalar(1.0 - label_smoothing)),
+             mul(smooth, Scalar(label_smoothing / classes)));
+}
+
+namespace {
+
+// PyTorch's weighted pointwise losses: weight has input's shape and "mean"
+// divides by the summed weight.
+Tensor reduce_weighted(const Tensor& loss, const Tensor& input, const std::optional<Tensor>& weight,
+                       Reduction red, const char* op) {
+  if (!weight) return apply_reduction(loss, red);
+  KILN_CHECK(weight->sizes() == input.sizes(), Value, "[", op,
+             "] Weights and input must have the same size: weight ", weight->sizes(), ", input ",
+             input.sizes());
+  Tensor weighted = mul(loss, *weight);
+  if (red == Reduction::Mean) return div(sum(weighted), sum(*weight));
+  return apply_reduction(weighted, red);
+}
+
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                const std::optional<Tensor>& weight) {
+  Reduction red = parse_reduction(reduction, "mse_loss");
+  Tensor diff = sub(input, target);
+  return reduce_weighted(mul(diff, diff), input, weight, red, "mse_loss");
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+               const std::optional<Tensor>& weight) {
+  Reduction red = parse_reduction(reduction, "l1_loss");
+  return reduce_weighted(abs(sub(input, target)), input, weight, red, "l1_loss");
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                      double beta) {
+  Reduction red = parse_reduction(reduction, "smooth_l1_loss");
+  KILN_CHECK(beta >= 0, Runtime,
+             "[smooth_l1_loss] smooth_l1_loss does not support negative values for beta, got ",
+             beta);
+  Tensor d = abs(sub(input, target));
+  if (beta == 0.0) return apply_reduction(d, red);
+  Tensor quadratic = div(mul(mul(d, d), Scalar(0.5)), Scalar(beta));
+  return apply_reduction(where(lt(d, Scalar(beta)), quadratic, sub(d, Scalar(0.5 * beta))), red);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                  double delta, const std::optional<Tensor>& weight) {
+  Reduction red = parse_reduction(reduction, "huber_loss");
+  KILN_CHECK(delta > 0, Runtime,
+             "[huber_loss] huber_loss does not support non-positive values for delta, got ", delta);
+  Tensor d = abs(sub(input, target));
+  Tensor loss = where(lt(d, Scalar(delta)), mul(mul(d, d), Scalar(0.5)),
+                      mul(sub(d, Scalar(0.5 * delta)), Scalar(delta)));
+  if (!weight) return apply_reduction(loss, red);
+  KILN_CHECK(weight->sizes() == input.sizes(), Value,
+             "[huber_loss] Weights and input must have the same size: weight ", weight->sizes(),
+             ", input ", input.sizes());
+  // Unlike mse_loss and l1_loss, PyTorch's weighted huber "mean" divides by the element count.
+  return apply_reduction(mul(loss, *weight), red);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction,
+              bool log_target) {
+  const bool batchmean = reduction == "batchmean";
+  Reduction red = batchmean ? Reduction::Sum : parse_reduction(reduction, "kl_div");
+  Tensor loss;
+  if (log_target) {
+    loss = mul(exp(target), sub(target, input));
+  } else {
+    // target * log(target) with 0 * log(0) = 0 (and a finite gradient there).
+    Tensor safe = where(eq(target, Scalar(0)), ones_like(target), target);
+    loss = sub(mul(target, log(safe)), mul(target, input));
+  }
+  Tensor out = apply_reduction(loss, red);
+  if (batchmean && input.dim() > 0) out = div(out, Scalar(input.size(0)));
+  return out;
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const std::optional<Tensor>& weight, const std::string& reduction) {
+  Reduction red = parse_reduction(reduction, "binary_cross_entropy");
+  KILN_CHECK(input.sizes() == target.sizes(), Value, "[binary_cross_entropy] Using a target size ",
+             target.sizes(), " that is different to the input size ", input.sizes(),
+             " is not supported. Please ensure they have the same size.");
+  KILN_CHECK(is_floating(input.dtype()), Runtime,
+             "[binary_cross_entropy] expected a floating-point input, got ", input.dtype());
+  // The clamped logs: log(0) would make 0 * -inf = NaN in the loss.
+  auto clamped_logs = [](const Tensor& x) {
+    return std::make_pair(clamp(log(x), Scalar(-100.0), std::nullopt),
+                          clamp(log1p(neg(x)), Scalar(-100.0), std::nullopt));
+  };
+  Tensor loss;
+  {
+    GradModeGuard no_grad(false);
+    if (input.numel() > 0) {
+      // NaN fails the check too, as it should.
+      Tensor inside = logical_and(ge(input, Scalar(0)), le(input, Scalar(1)));
+      Tensor all_inside = to_device(reduce_compute(ReduceOp::All, inside, std::nullopt, false,
+                                                   DType::Bool, "binary_cross_entropy"),
+                                    Device());
+      KILN_CHECK(*all_inside.data<bool>(), Runtime,
+                 "[binary_cross_entropy] all elements of input should be between 0 and 1");
+    }
+    auto [log_x, log_1mx] = clamped_logs(input);
+    loss = neg(add(mul(target, log_x), mul(rsub(target, Scalar(1)), log_1mx)));
+  }
+  // Written out rather than differentiated through the clamps: at x = 0 or 1
+  // the chain rule would multiply a zero clamp gradient by an infinite log'.
+  if (needs_grad({input, target})) {
+    record("binary_cross_entropy", {input, target}, {loss},
+           [sx = SavedTensor(input), st = SavedTensor(target), clamped_logs](const Grads& g,
+                                                                             Node&) -> Grads {
+             Tensor x = sx.unpack(), t = st.unpack();
+             // PyTorch's epsilon is the float 1e-12; matching it matches its gradients.
+             Tensor denom = clamp(mul(rsub(x, Scalar(1)), x), Scalar(static_cast<double>(1e-12f)),
+                                  std::nullopt);
+             auto [log_x, log_1mx] = clamped_logs(x);
+             return {div(mul(g[0], sub(x, t)), denom), mul(g[0], sub(log_1mx, log_x))};
+           });
+  }
+  if (weight) loss = mul(loss, *weight);
+  return apply_reduction(loss, red);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight,
+                                        const std::string& reduction,
+                                        const std::optional<Tensor>& pos_weight) {
+  Reduction red = parse_reduction(reduction, "binary_cross_entropy_with_logits");
+  KILN_CHECK(input.sizes() == target.sizes(), Value,
+             "[binary_cross_entropy_with_logits] Target size ", target.sizes(),
+             " must be the same as input size ", input.sizes());
+  // (1 - t) * x - lw * logsigmoid(x), with lw = 1 + (pos_weight - 1) * t.
+  Tensor log_sig = logsigmoid(input);
+  if (pos_weight) log_sig = mul(log_sig, add(mul(sub(*pos_weight, Scalar(1)), target), Scalar(1)));
+  Tensor loss = sub(mul(rsub(target, Scalar(1)), input), log_sig);
+  if (weight) loss = mul(loss, *weight);
+  return apply_reduction(loss, red);
+}
+
+}  // namespace kiln

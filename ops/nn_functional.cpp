@@ -1,0 +1,265 @@
+#include "ops/nn_functional.h"
+
+#include <algorithm>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "ops/backend.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// Forward values of softmax / log_softmax over `dim` (no autograd).
+Tensor softmax_values(const Tensor& x, int64_t dim, bool log, const char* op) {
+  GradModeGuard no_grad(false);
+  if (x.numel() == 0) return empty(x.sizes(), x.dtype(), x.device());
+  Tensor xf = is_half(x.dtype()) ? to_dtype(x, DType::Float32) : x;
+  std::vector<int64_t> dims{dim};
+  Tensor shifted = sub(xf, reduce_compute(ReduceOp::Max, xf, dims, true, xf.dtype(), op));
+  Tensor e = exp(shifted);
+  Tensor s = sum(e, dims, true);
+  Tensor y = log ? sub(shifted, kiln::log(s)) : div(e, s);
+  return to_dtype(y, x.dtype());
+}
+
+Tensor softmax_impl(const Tensor& input, int64_t dim, std::optional<DType> dtype, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  Tensor x = dtype ? to_dtype(input, *dtype) : input;
+  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[", op, "] not implemented for ", x.dtype(),
+             " input (pass a floating dtype=)");
+  if (x.dim() == 0) {
+    wrap_dim(dim, 1, op);
+    return reshape(softmax_impl(reshape(x, {1}), 0, std::nullopt, log), {});
+  }
+  const int64_t d = wrap_dim(dim, x.dim(), op);
+  Tensor y = softmax_values(x, d, log, op);
+  if (needs_grad({x})) {
+    record(op, {x}, {y},
+           [d, log, sy = SavedTensor::output(y, 0)](const Grads& g, Node& self) -> Grads {
+             Tensor yv = sy.unpack(self);
+             std::vector<int64_t> dims{d};
+             if (log) return {sub(g[0], mul(exp(yv), sum(g[0], dims, true)))};
+             Tensor gy = mul(g[0], yv);
+             return {sub(gy, mul(yv, sum(gy, dims, true)))};
+           });
+  }
+  return y;
+}
+
+// Host copy (contiguous int64 on the CPU) of an index tensor, for bounds checks.
+Tensor host_int64(const Tensor& index) {
+  GradModeGuard no_grad(false);
+  return contiguous(to_dtype(to_device(index, Device()), DType::Int64));
+}
+
+Tensor row_gather_compute(const Tensor& src, const Tensor& index) {
+  Tensor s = contiguous(src);
+  Tensor out = make_tensor({index.numel(), s.size(1)}, s.dtype(), s.device());
+  require_kernel(backend(s.device()).row_gather, "row_gather", s.device())(out, s, index);
+  return out;
+}
+
+Tensor row_scatter_add_compute(const Tensor& src, const Tensor& index, int64_t rows) {
+  Tensor s = contiguous(src);
+  Tensor out = zeros({rows, s.size(1)}, s.dtype(), s.device());
+  require_kernel(backend(s.device()).row_scatter_add, "row_scatter_add", s.device())(out, s, index);
+  return out;
+}
+
+}  // namespace
+
+int64_t implicit_softmax_dim(int64_t ndim) { return ndim == 0 || ndim == 1 || ndim == 3 ? 0 : 1; }
+
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl(x, dim, dtype, false);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl(x, dim, dtype, true);
+}
+
+Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax(neg(dtype ? to_dtype(x, *dtype) : x), dim);
+}
+
+void check_index_bounds(const Tensor& index, int64_t n, const char* op, const char* what,
+                        const char* unit, std::optional<int64_t> allowed) {
+  Tensor h = host_int64(index);
+  const int64_t* p = h.data<int64_t>();
+  for (int64_t i = 0, count = h.numel(); i < count; ++i) {
+    if ((p[i] < 0 || p[i] >= n) && !(allowed && p[i] == *allowed))
+      fail(ErrorKind::Index, "[", op, "] ", what, " ", p[i], " is out of bounds for ", n, " ",
+           unit);
+  }
+}
+
+Tensor gather_rows(const Tensor& src, const Tensor& index) {
+  Tensor out = row_gather_compute(src, index);
+  if (needs_grad({src})) {
+    const int64_t rows = src.size(0);
+    record("gather_rows", {src}, {out}, [index, rows](const Grads& g, Node&) -> Grads {
+      return {scatter_add_rows(g[0], index, rows)};
+    });
+  }
+  return out;
+}
+
+Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
+  Tensor out = row_scatter_add_compute(src, index, rows);
+  if (needs_grad({src})) {
+    record("scatter_add_rows", {src}, {out},
+           [index](const Grads& g, Node&) -> Grads { return {gather_rows(g[0], index)}; });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  KILN_CHECK(weight.dim() == 1 || weight.dim() == 2, Runtime,
+             "[linear] weight must be 1-D or 2-D [out_features, in_features], got shape ",
+             weight.sizes());
+  KILN_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(-1), Runtime,
+             "[linear] input's last dim must equal weight's in_features: input ", input.sizes(),
+             ", weight ", weight.sizes());
+  Tensor out = matmul(input, t(weight));
+  return bias ? add(out, *bias) : out;
+}
+
+Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
+                 bool scale_grad_by_freq) {
+  KILN_CHECK(input.dtype() == DType::Int64 || input.dtype() == DType::Int32, Runtime,
+             "[embedding] indices must be int64 or int32, got ", input.dtype());
+  KILN_CHECK(weight.dim() == 2, Runtime, "[embedding] weight must be 2-D, got shape ",
+             weight.sizes());
+  const int64_t rows = weight.size(0), width = weight.size(1);
+  if (padding_idx) {
+    KILN_CHECK(*padding_idx >= -rows && *padding_idx < rows, Value, "[embedding] padding_idx ",
+               *padding_idx, " must be within num_embeddings (", rows, ")");
+    if (*padding_idx < 0) *padding_idx += rows;
+  }
+  check_index_bounds(input, rows, "embedding", "index", "rows of weight (num_embeddings)");
+  Tensor index;
+  {
+    GradModeGuard no_grad(false);
+    index = contiguous(to_dtype(reshape(input, {input.numel()}), DType::Int64));
+  }
+  Shape out_shape = input.sizes();
+  out_shape.push_back(width);
+  Tensor out = reshape(row_gather_compute(weight, index), out_shape);
+  if (needs_grad({weight})) {
+    record("embedding", {weight}, {out},
+           [index, rows, width, padding_idx, scale_grad_by_freq](const Grads& g, Node&) -> Grads {
+             Tensor rows_grad = reshape(g[0], {index.numel(), width});
+             if (padding_idx) {
+               Tensor keep = to_dtype(ne(index, Scalar(*padding_idx)), rows_grad.dtype());
+               rows_grad = mul(rows_grad, unsqueeze(keep, 1));
+             }
+             if (scale_grad_by_freq) {
+               GradModeGuard no_grad(false);
+               Tensor ones_col = ones({index.numel(), 1}, rows_grad.dtype(), rows_grad.device());
+               Tensor freq =
+                   row_gather_compute(row_scatter_add_compute(ones_col, index, rows), index);
+               rows_grad = div(rows_grad, freq);
+             }
+             return {scatter_add_rows(rows_grad, index, rows)};
+           });
+  }
+  return out;
+}
+
+Tensor one_hot(const Tensor& input, int64_t num_classes) {
+  KILN_CHECK(input.dtype() == DType::Int64, Runtime,
+             "[one_hot] one_hot is only applicable to index tensor of type int64, got ",
+             input.dtype());
+  KILN_CHECK(num_classes >= -1, Runtime, "[one_hot] num_classes must be -1 or non-negative, got ",
+             num_classes);
+  if (input.numel() > 0) {
+    Tensor h = host_int64(input);
+    const int64_t* p = h.data<int64_t>();
+    auto [lo, hi] = std::minmax_element(p, p + h.numel());
+    KILN_CHECK(*lo >= 0, Runtime, "[one_hot] Class values must be non-negative, got ", *lo);
+    if (num_classes == -1) num_classes = *hi + 1;
+    KILN_CHECK(*hi < num_classes, Runtime, "[one_hot] Class values must be smaller than ",
+               "num_classes (", num_classes, "), got ", *hi);
+  } else {
+    KILN_CHECK(num_classes != -1, Runtime,
+               "[one_hot] Can not infer total number of classes from empty tensor of shape ",
+               input.sizes());
+  }
+  Tensor classes = arange(0, num_classes, 1, DType::Int64, input.device());
+  return to_dtype(eq(unsqueeze(input, -1), classes), DType::Int64);
+}
+
+Tensor logsigmoid(const Tensor& x) {
+  Tensor out;
+  {
+    GradModeGuard no_grad(false);
+    // -softplus(-x) = min(x, 0) - log1p(exp(-|x|)) never overflows exp.
+    out = sub(neg(relu(neg(x))), log1p(exp(neg(abs(x)))));
+  }
+  if (needs_grad({x})) {
+    record("logsigmoid", {x}, {out}, [sx = SavedTensor(x)](const Grads& g, Node&) -> Grads {
+      return {mul(g[0], sigmoid(neg(sx.unpack())))};
+    });
+  }
+  return out;
+}
+
+Tensor softsign(const Tensor& x) { return div(x, add(abs(x), Scalar(1))); }
+
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  KILN_CHECK(min_val <= max_val, Value, "[hardtanh] min_val (", min_val,
+             ") cannot be greater than max_val (", max_val, ")");
+  return clamp(x, Scalar(min_val), Scalar(max_val));
+}
+
+Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
+
+Tensor hardsigmoid(const Tensor& x) { return div(relu6(add(x, Scalar(3))), Scalar(6)); }
+
+Tensor hardswish(const Tensor& x) { return mul(x, hardsigmoid(x)); }
+
+Tensor mish(const Tensor& x) { return mul(x, tanh(softplus(x))); }
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime,
+             "[glu] glu does not support scalars because halving size must be even");
+  const int64_t d = wrap_dim(dim, x.dim(), "glu");
+  const int64_t half = x.size(d) / 2;
+  KILN_CHECK(x.size(d) % 2 == 0, Runtime, "[glu] Halving dimension must be even, but dimension ", d,
+             " is size ", x.size(d), " (input ", x.sizes(), ")");
+  return mul(narrow(x, d, 0, half), sigmoid(narrow(x, d, half, half)));
+}
+
+const Tensor& activation_inplace(const Tensor& x, const char* op,
+                                 const std::function<Tensor(const Tensor&)>& fn) {
+  return apply_inplace(x, {}, op, fn, [&] {
+    GradModeGuard no_grad(false);
+    copy_(x, fn(x));
+  });
+}
+
+const Tensor& hardtanh_(const Tensor& x, double min_val, double max_val) {
+  KILN_CHECK(min_val <= max_val, Value, "[hardtanh_] min_val (", min_val,
+             ") cannot be greater than max_val (", max_val, ")");
+  UnaryParams p;
+  p.a = min_val;
+  p.b = max_val;
+  p.has_a = p.has_b = true;
+  return unary_(UnaryOp::clamp, x, p);
+}
+
+}  // namespace kiln

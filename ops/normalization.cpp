@@ -1,0 +1,124 @@
+// layer_norm, rms_norm, normalize and cosine_similarity: compositions of
+// differentiable kiln ops, so their double backward comes for free.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/nn_functional.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+// Checks shared by layer_norm and rms_norm; returns the normalized dims.
+std::vector<int64_t> norm_dims(const Tensor& input, const Shape& normalized_shape,
+                               const std::optional<Tensor>& weight,
+                               const std::optional<Tensor>& bias, const char* op) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  KILN_CHECK(k >= 1, Runtime, "[", op, "] normalized_shape must have at least one dim");
+  bool fits = input.dim() >= k &&
+              std::equal(normalized_shape.begin(), normalized_shape.end(), input.sizes().end() - k);
+  if (!fits) {
+    std::string dims = str_cat(normalized_shape);  // "[a, b]" -> "a, b" to print [*, a, b]
+    fail(ErrorKind::Runtime, "[", op, "] Given normalized_shape=", normalized_shape,
+         ", expected input with shape [*, ", dims.substr(1, dims.size() - 2),
+         "], but got input of size ", input.sizes());
+  }
+  for (const auto* p : {&weight, &bias}) {
+    KILN_CHECK(!*p || (*p)->sizes() == normalized_shape, Runtime, "[", op, "] Expected ",
+               p == &weight ? "weight" : "bias", " of shape normalized_shape=", normalized_shape,
+               ", but got ", (*p)->sizes());
+  }
+  KILN_CHECK(is_floating(input.dtype()), Runtime, "[", op,
+             "] expected a floating-point input, got ", input.dtype());
+  std::vector<int64_t> dims;
+  for (int64_t i = input.dim() - k; i < input.dim(); ++i) dims.push_back(i);
+  return dims;
+}
+
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+double machine_epsilon(DType t) {
+  switch (t) {
+    case DType::Float64:
+      return 2.220446049250313e-16;
+    case DType::Float16:
+      return 0.0009765625;
+    case DType::BFloat16:
+      return 0.0078125;
+    default:
+      return 1.1920928955078125e-07;
+  }
+}
+
+// ||x||_p along dims (keepdim), finite p > 0; an all-zero slice gets norm 0
+// and gradient 0 (the root's derivative is infinite there).
+Tensor p_norm(const Tensor& x, double p, const std::vector<int64_t>& dims) {
+  Tensor powered = p == 2.0 ? mul(x, x) : pow(abs(x), Scalar(p));
+  Tensor total = sum(powered, dims, true);
+  Tensor nonzero = gt(total, Scalar(0));
+  Tensor safe = where(nonzero, total, ones_like(total));
+  Tensor root = p == 2.0 ? sqrt(safe) : pow(safe, Scalar(1.0 / p));
+  return where(nonzero, root, zeros_like(root));
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                  double eps) {
+  std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, bias, "layer_norm");
+  // Half inputs normalize in float32: their variance loses too many bits otherwise.
+  Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
+  Tensor centered = sub(x, mean(x, dims, true));
+  Tensor var = mean(mul(centered, centered), dims, true);
+  Tensor y = to_dtype(mul(centered, rsqrt(add(var, Scalar(eps)))), input.dtype());
+  if (weight) y = mul(y, *weight);
+  if (bias) y = add(y, *bias);
+  return y;
+}
+
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
+                const std::optional<Tensor>& weight, std::optional<double> eps) {
+  std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
+  const double e = eps ? *eps : machine_epsilon(input.dtype());
+  Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
+  Tensor y = to_dtype(mul(x, rsqrt(add(mean(mul(x, x), dims, true), Scalar(e)))), input.dtype());
+  return weight ? mul(y, *weight) : y;
+}
+
+Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
+  KILN_CHECK(p > 0 && std::isfinite(p), NotImplemented,
+             "[normalize] only finite p > 0 is supported, got p=", p);
+  KILN_CHECK(is_floating(input.dtype()), Runtime,
+             "[normalize] expected a floating-point input, got ", input.dtype());
+  std::vector<int64_t> dims{wrap_dim(dim, std::max<int64_t>(input.dim(), 1), "normalize")};
+  Tensor x = input.dim() == 0 ? reshape(input, {1}) : input;
+  Tensor y = div(x, clamp(p_norm(x, p, dims), Scalar(eps), std::nullopt));
+  return input.dim() == 0 ? reshape(y, {}) : y;
+}
+
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  KILN_CHECK(is_floating(x1.dtype()) && is_floating(x2.dtype()), Runtime,
+             "[cosine_similarity] expected floating-point inputs, got ", x1.dtype(), " and ",
+             x2.dtype());
+  Shape shape = broadcast_shapes(x1.sizes(), x2.sizes(), "cosine_similarity");
+  KILN_CHECK(!shape.empty(), Runtime, "[cosine_similarity] inputs must have at least one dim");
+  std::vector<int64_t> dims{wrap_dim(dim, static_cast<int64_t>(shape.size()), "cosine_similarity")};
+  // Each side is scaled to unit norm first (norms clamped at eps), which keeps
+  // the product of two large norms from overflowing.
+  Tensor a = expand(x1, shape), b = expand(x2, shape);
+  Tensor unit_a = div(a, clamp(p_norm(a, 2.0, dims), Scalar(eps), std::nullopt));
+  Tensor unit_b = div(b, clamp(p_norm(b, 2.0, dims), Scalar(eps), std::nullopt));
+  return sum(mul(unit_a, unit_b), dims);
+}
+
+}  // namespace kiln
