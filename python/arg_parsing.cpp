@@ -19,8 +19,8 @@ bool scalar_from_object(py::handle h, Scalar* out) {
   if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    KILN_CHECK(overflow == 0, Runtime, "Overflow when unpacking long: ",
-               std::string(py::str(h)), " does not fit in int64");
+    KILN_CHECK(overflow == 0, Runtime, "Overflow when unpacking long: ", std::string(py::str(h)),
+               " does not fit in int64");
     *out = Scalar(static_cast<int64_t>(v));
     return true;
   }
@@ -119,6 +119,42 @@ Device parse_device(py::handle h, const char* op) {
   KILN_CHECK(device_from_object(h, &d), Type, "[", op,
              "] device must be a kiln.device, string or int, not ", type_name(h));
   return d;
+}
+
+FactoryOptions parse_factory_options(const py::kwargs& kwargs, const char* op, bool allow_generator,
+                                     bool allow_size) {
+  FactoryOptions o;
+  for (auto kv : kwargs) {
+    std::string key = py::str(kv.first);
+    if (key == "dtype")
+      o.dtype = parse_dtype(kv.second, op);
+    else if (key == "device")
+      o.device = parse_device(kv.second, op);
+    else if (key == "requires_grad")
+      o.requires_grad = kv.second.cast<bool>();
+    else if (key == "generator" && allow_generator)
+      o.generator = py::reinterpret_borrow<py::object>(kv.second);
+    else if (key == "size" && allow_size)
+      o.size = parse_shape_object(kv.second, op);
+    else if (key == "pin_memory" || key == "layout" || key == "memory_format")
+      continue;
+    else
+      fail(ErrorKind::Type, "[", op, "] got an unexpected keyword argument '", key, "'");
+  }
+  return o;
+}
+
+Shape factory_shape(const py::args& args, const FactoryOptions& o, const char* op) {
+  KILN_CHECK(!(o.size && args.size() > 0), Type, "[", op,
+             "] size given both positionally and as a keyword");
+  if (o.size) return *o.size;
+  KILN_CHECK(args.size() > 0, Type, "[", op, "] missing required argument 'size'");
+  return parse_shape(args, op);
+}
+
+Tensor finish_factory(Tensor t, const FactoryOptions& o) {
+  if (o.requires_grad) t.set_requires_grad(true);
+  return t;
 }
 
 py::object make_size(const Shape& s) {

@@ -28,6 +28,23 @@ Shape parse_shape_object(py::handle h, const char* op);
 std::optional<std::vector<int64_t>> parse_dims(py::handle h, const char* op);
 std::optional<DType> parse_dtype(py::handle h, const char* op);
 Device parse_device(py::handle h, const char* op);
+// The keyword arguments tensor factories accept: dtype, device,
+// requires_grad, and (where allowed) generator and size; layout options
+// PyTorch accepts (pin_memory, layout, memory_format) are ignored.
+struct FactoryOptions {
+  std::optional<DType> dtype;
+  std::optional<Device> device;
+  bool requires_grad = false;
+  py::object generator = py::none();
+  std::optional<Shape> size;
+};
+FactoryOptions parse_factory_options(const py::kwargs& kwargs, const char* op,
+                                     bool allow_generator = false, bool allow_size = false);
+// The size from f(2, 3) / f((2, 3)) or from size=, but not both.
+Shape factory_shape(const py::args& args, const FactoryOptions& o, const char* op);
+// Applies requires_grad=.
+Tensor finish_factory(Tensor t, const FactoryOptions& o);
+
 // A kiln.Size (tuple subclass) for .shape / .size().
 py::object make_size(const Shape& s);
 

@@ -12,31 +12,6 @@ namespace kiln::python {
 
 namespace {
 
-// Reads the keyword arguments every factory accepts.
-struct FactoryOptions {
-  std::optional<DType> dtype;
-  Device device;
-  bool requires_grad = false;
-};
-
-FactoryOptions factory_options(const py::kwargs& kwargs, const char* op) {
-  FactoryOptions o;
-  for (auto kv : kwargs) {
-    std::string key = py::str(kv.first);
-    if (key == "dtype") o.dtype = parse_dtype(kv.second, op);
-    else if (key == "device") o.device = parse_device(kv.second, op);
-    else if (key == "requires_grad") o.requires_grad = kv.second.cast<bool>();
-    else if (key == "pin_memory" || key == "layout" || key == "memory_format") continue;
-    else fail(ErrorKind::Type, "[", op, "] got an unexpected keyword argument '", key, "'");
-  }
-  return o;
-}
-
-Tensor finish(Tensor t, const FactoryOptions& o) {
-  if (o.requires_grad) t.set_requires_grad(true);
-  return t;
-}
-
 // Default dtype of full(): follows the fill value, as in PyTorch.
 DType fill_dtype(Scalar v) {
   return v.is_floating() ? DType::Float32 : v.is_bool() ? DType::Bool : DType::Int64;
@@ -46,85 +21,135 @@ DType fill_dtype(Scalar v) {
 
 void init_creation(py::module_& m, TensorClass& cls) {
   m.def("empty", [](py::args args, py::kwargs kw) {
-    auto o = factory_options(kw, "empty");
-    return finish(empty(parse_shape(args, "empty"), o.dtype.value_or(DType::Float32), o.device), o);
+    auto o = parse_factory_options(kw, "empty", false, true);
+    return finish_factory(empty(factory_shape(args, o, "empty"), o.dtype.value_or(DType::Float32),
+                                o.device.value_or(Device())),
+                          o);
   });
   m.def("zeros", [](py::args args, py::kwargs kw) {
-    auto o = factory_options(kw, "zeros");
-    return finish(zeros(parse_shape(args, "zeros"), o.dtype.value_or(DType::Float32), o.device), o);
+    auto o = parse_factory_options(kw, "zeros", false, true);
+    return finish_factory(zeros(factory_shape(args, o, "zeros"), o.dtype.value_or(DType::Float32),
+                                o.device.value_or(Device())),
+                          o);
   });
   m.def("ones", [](py::args args, py::kwargs kw) {
-    auto o = factory_options(kw, "ones");
-    return finish(ones(parse_shape(args, "ones"), o.dtype.value_or(DType::Float32), o.device), o);
+    auto o = parse_factory_options(kw, "ones", false, true);
+    return finish_factory(ones(factory_shape(args, o, "ones"), o.dtype.value_or(DType::Float32),
+                               o.device.value_or(Device())),
+                          o);
   });
-  m.def("full", [](py::object size, Scalar value, py::kwargs kw) {
-    auto o = factory_options(kw, "full");
-    return finish(full(parse_shape_object(size, "full"), value, o.dtype.value_or(fill_dtype(value)),
-                       o.device), o);
-  }, py::arg("size"), py::arg("fill_value"));
+  m.def(
+      "full",
+      [](py::object size, Scalar value, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "full");
+        return finish_factory(
+            full(parse_shape_object(size, "full"), value, o.dtype.value_or(fill_dtype(value)),
+                 o.device.value_or(Device())),
+            o);
+      },
+      py::arg("size"), py::arg("fill_value"));
 
   // *_like: dtype/device default to the input's.
   auto like = [&m](const char* name, auto make) {
-    m.def(name, [name, make](const Tensor& t, py::kwargs kw) {
-      auto o = factory_options(kw, name);
-      Device d = kw.contains("device") ? o.device : t.device();
-      return finish(make(t.sizes(), o.dtype.value_or(t.dtype()), d), o);
-    }, py::arg("input"));
+    m.def(
+        name,
+        [name, make](const Tensor& t, py::kwargs kw) {
+          auto o = parse_factory_options(kw, name);
+          Device d = o.device.value_or(t.device());
+          return finish_factory(make(t.sizes(), o.dtype.value_or(t.dtype()), d), o);
+        },
+        py::arg("input"));
   };
   like("empty_like", [](const Shape& s, DType d, Device dev) { return empty(s, d, dev); });
   like("zeros_like", [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); });
   like("ones_like", [](const Shape& s, DType d, Device dev) { return ones(s, d, dev); });
-  m.def("full_like", [](const Tensor& t, Scalar v, py::kwargs kw) {
-    auto o = factory_options(kw, "full_like");
-    Device d = kw.contains("device") ? o.device : t.device();
-    return finish(full(t.sizes(), v, o.dtype.value_or(t.dtype()), d), o);
-  }, py::arg("input"), py::arg("fill_value"));
+  m.def(
+      "full_like",
+      [](const Tensor& t, Scalar v, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "full_like");
+        Device d = o.device.value_or(t.device());
+        return finish_factory(full(t.sizes(), v, o.dtype.value_or(t.dtype()), d), o);
+      },
+      py::arg("input"), py::arg("fill_value"));
 
-  m.def("arange", [](Scalar a, py::object b, Scalar step, py::kwargs kw) {
-    auto o = factory_options(kw, "arange");
-    Scalar start = 0, end = a;
-    if (!b.is_none()) {
-      start = a;
-      KILN_CHECK(scalar_from_object(b, &end), Type, "[arange] end must be a number");
-    }
-    return finish(arange(start, end, step, o.dtype, o.device), o);
-  }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = Scalar(1));
-  m.def("linspace", [](double start, double end, int64_t steps, py::kwargs kw) {
-    auto o = factory_options(kw, "linspace");
-    return finish(linspace(start, end, steps, o.dtype.value_or(DType::Float32), o.device), o);
-  }, py::arg("start"), py::arg("end"), py::arg("steps"));
-  m.def("eye", [](int64_t n, std::optional<int64_t> mcols, py::kwargs kw) {
-    auto o = factory_options(kw, "eye");
-    return finish(eye(n, mcols, o.dtype.value_or(DType::Float32), o.device), o);
-  }, py::arg("n"), py::arg("m") = py::none());
-  m.def("scalar_tensor", [](Scalar v, py::kwargs kw) {
-    auto o = factory_options(kw, "scalar_tensor");
-    return finish(scalar_tensor(v, o.dtype.value_or(DType::Float32), o.device), o);
-  }, py::arg("s"));
+  m.def(
+      "arange",
+      [](Scalar a, py::object b, Scalar step, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "arange");
+        Scalar start = 0, end = a;
+        if (!b.is_none()) {
+          start = a;
+          KILN_CHECK(scalar_from_object(b, &end), Type, "[arange] end must be a number");
+        }
+        return finish_factory(arange(start, end, step, o.dtype, o.device.value_or(Device())), o);
+      },
+      py::arg("start"), py::arg("end") = py::none(), py::arg("step") = Scalar(1));
+  m.def(
+      "linspace",
+      [](double start, double end, int64_t steps, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "linspace");
+        return finish_factory(linspace(start, end, steps, o.dtype.value_or(DType::Float32),
+                                       o.device.value_or(Device())),
+                              o);
+      },
+      py::arg("start"), py::arg("end"), py::arg("steps"));
+  m.def(
+      "eye",
+      [](int64_t n, std::optional<int64_t> mcols, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "eye");
+        return finish_factory(
+            eye(n, mcols, o.dtype.value_or(DType::Float32), o.device.value_or(Device())), o);
+      },
+      py::arg("n"), py::arg("m") = py::none());
+  m.def(
+      "scalar_tensor",
+      [](Scalar v, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "scalar_tensor");
+        return finish_factory(
+            scalar_tensor(v, o.dtype.value_or(DType::Float32), o.device.value_or(Device())), o);
+      },
+      py::arg("s"));
 
-  cls.def("fill_", [](const Tensor& t, Scalar v) { return fill_(t, v); }, py::arg("value"));
+  cls.def(
+      "fill_", [](const Tensor& t, Scalar v) { return fill_(t, v); }, py::arg("value"));
   cls.def("zero_", [](const Tensor& t) { return zero_(t); });
   // Tensor.new_* keep the source's dtype and device.
-  cls.def("new_zeros", [](const Tensor& t, py::object size, py::kwargs kw) {
-    auto o = factory_options(kw, "new_zeros");
-    return finish(zeros(parse_shape_object(size, "new_zeros"), o.dtype.value_or(t.dtype()),
-                        kw.contains("device") ? o.device : t.device()), o);
-  }, py::arg("size"));
-  cls.def("new_ones", [](const Tensor& t, py::object size, py::kwargs kw) {
-    auto o = factory_options(kw, "new_ones");
-    return finish(ones(parse_shape_object(size, "new_ones"), o.dtype.value_or(t.dtype()),
-                       kw.contains("device") ? o.device : t.device()), o);
-  }, py::arg("size"));
-  cls.def("new_empty", [](const Tensor& t, py::object size, py::kwargs kw) {
-    auto o = factory_options(kw, "new_empty");
-    return finish(empty(parse_shape_object(size, "new_empty"), o.dtype.value_or(t.dtype()),
-                        kw.contains("device") ? o.device : t.device()), o);
-  }, py::arg("size"));
-  cls.def("new_full", [](const Tensor& t, py::object size, Scalar v, py::kwargs kw) {
-    auto o = factory_options(kw, "new_full");
-    return finish(full(parse_shape_object(size, "new_full"), v, o.dtype.value_or(t.dtype()),
-                       kw.contains("device") ? o.device : t.device()), o);
-  }, py::arg("size"), py::arg("fill_value"));
+  cls.def(
+      "new_zeros",
+      [](const Tensor& t, py::object size, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "new_zeros");
+        return finish_factory(zeros(parse_shape_object(size, "new_zeros"),
+                                    o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
+                              o);
+      },
+      py::arg("size"));
+  cls.def(
+      "new_ones",
+      [](const Tensor& t, py::object size, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "new_ones");
+        return finish_factory(ones(parse_shape_object(size, "new_ones"),
+                                   o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
+                              o);
+      },
+      py::arg("size"));
+  cls.def(
+      "new_empty",
+      [](const Tensor& t, py::object size, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "new_empty");
+        return finish_factory(empty(parse_shape_object(size, "new_empty"),
+                                    o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
+                              o);
+      },
+      py::arg("size"));
+  cls.def(
+      "new_full",
+      [](const Tensor& t, py::object size, Scalar v, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "new_full");
+        return finish_factory(full(parse_shape_object(size, "new_full"), v,
+                                   o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
+                              o);
+      },
+      py::arg("size"), py::arg("fill_value"));
 }
 
 }  // namespace kiln::python

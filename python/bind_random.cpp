@@ -50,8 +50,8 @@ std::vector<uint8_t> state_bytes(py::handle h) {
              "[set_state] expected a kiln.ByteTensor (uint8), but got ", type_name(h));
   Tensor t = h.cast<Tensor>();
   KILN_CHECK(t.dtype() == DType::UInt8 && t.dim() == 1 && t.device().is_cpu(), Type,
-             "[set_state] expected a 1-D uint8 CPU tensor, but got dtype ", t.dtype(),
-             " shape ", t.sizes(), " on ", t.device());
+             "[set_state] expected a 1-D uint8 CPU tensor, but got dtype ", t.dtype(), " shape ",
+             t.sizes(), " on ", t.device());
   std::vector<uint8_t> out(t.numel());
   for (int64_t i = 0; i < t.numel(); ++i) out[i] = t.data<uint8_t>()[i * t.stride(0)];
   return out;
@@ -64,41 +64,16 @@ Generator* to_generator(py::handle h, const char* op) {
   return h.cast<Generator*>();
 }
 
-// The keyword arguments of the random factories.
-struct RandomOptions {
-  std::optional<DType> dtype;
-  std::optional<Device> device;
-  bool requires_grad = false;
+// Factory options plus the kiln.Generator they name.
+struct RandomOptions : FactoryOptions {
   Generator* gen = nullptr;
-  std::optional<Shape> size;
 };
 
 RandomOptions random_options(const py::kwargs& kwargs, const char* op, bool allow_size) {
   RandomOptions o;
-  for (auto kv : kwargs) {
-    std::string key = py::str(kv.first);
-    if (key == "dtype") o.dtype = parse_dtype(kv.second, op);
-    else if (key == "device") o.device = parse_device(kv.second, op);
-    else if (key == "requires_grad") o.requires_grad = kv.second.cast<bool>();
-    else if (key == "generator") o.gen = to_generator(kv.second, op);
-    else if (key == "size" && allow_size) o.size = parse_shape_object(kv.second, op);
-    else if (key == "pin_memory" || key == "layout" || key == "memory_format") continue;
-    else fail(ErrorKind::Type, "[", op, "] got an unexpected keyword argument '", key, "'");
-  }
+  static_cast<FactoryOptions&>(o) = parse_factory_options(kwargs, op, true, allow_size);
+  o.gen = to_generator(o.generator, op);
   return o;
-}
-
-Shape factory_shape(const py::args& args, const RandomOptions& o, const char* op) {
-  KILN_CHECK(!(o.size && args.size() > 0), Type, "[", op,
-             "] size given both positionally and as a keyword");
-  if (o.size) return *o.size;
-  KILN_CHECK(args.size() > 0, Type, "[", op, "] missing required argument 'size'");
-  return parse_shape(args, op);
-}
-
-Tensor finish(Tensor t, const RandomOptions& o) {
-  if (o.requires_grad) t.set_requires_grad(true);
-  return t;
 }
 
 int64_t to_int(py::handle h, const char* op, const char* arg) {
@@ -120,8 +95,8 @@ std::pair<int64_t, int64_t> parse_bounds(std::vector<py::handle> pos, const py::
   } else if (pos.size() == 1) {
     (high ? low : high) = to_int(pos[0], op, high ? "low" : "high");
   } else {
-    KILN_CHECK(pos.empty(), Type, "[", op, "] expected at most (low, high, size), got ",
-               pos.size(), " positional bounds");
+    KILN_CHECK(pos.empty(), Type, "[", op, "] expected at most (low, high, size), got ", pos.size(),
+               " positional bounds");
   }
   KILN_CHECK(high.has_value(), Type, "[", op, "] missing required argument 'high'");
   return {low.value_or(0), *high};
@@ -139,23 +114,30 @@ py::kwargs without(const py::kwargs& kw, std::initializer_list<const char*> keys
 }
 
 void bind_generator(py::module_& m) {
-  py::class_<Generator, GeneratorPtr>(m, "Generator", "A seedable Philox random stream for one "
+  py::class_<Generator, GeneratorPtr>(m, "Generator",
+                                      "A seedable Philox random stream for one "
                                       "device; pass it as generator= to random ops.")
       .def(py::init([](py::object device) {
              return std::make_shared<Generator>(parse_device(device, "Generator"));
            }),
            py::arg("device") = "cpu")
-      .def("manual_seed", [](py::object self, py::handle seed) {
-             self.cast<Generator&>().manual_seed(to_seed(seed, "manual_seed"));
-             return self;
-           }, py::arg("seed"))
+      .def(
+          "manual_seed",
+          [](py::object self, py::handle seed) {
+            self.cast<Generator&>().manual_seed(to_seed(seed, "manual_seed"));
+            return self;
+          },
+          py::arg("seed"))
       .def("seed", &Generator::seed)
       .def("initial_seed", &Generator::initial_seed)
       .def("get_state", [](const Generator& g) { return state_tensor(g.get_state()); })
-      .def("set_state", [](py::object self, py::handle state) {
-             self.cast<Generator&>().set_state(state_bytes(state));
-             return self;
-           }, py::arg("new_state"))
+      .def(
+          "set_state",
+          [](py::object self, py::handle state) {
+            self.cast<Generator&>().set_state(state_bytes(state));
+            return self;
+          },
+          py::arg("new_state"))
       .def_property_readonly("device", &Generator::device);
 
   m.attr("default_generator") = default_generator();
@@ -167,105 +149,158 @@ void bind_generator(py::module_& m) {
   });
   m.def("_initial_seed", [] { return default_generator()->initial_seed(); });
   m.def("get_rng_state", [] { return state_tensor(default_generator()->get_state()); });
-  m.def("set_rng_state", [](py::handle state) {
-    default_generator()->set_state(state_bytes(state));
-  }, py::arg("new_state"));
+  m.def(
+      "set_rng_state", [](py::handle state) { default_generator()->set_state(state_bytes(state)); },
+      py::arg("new_state"));
 }
 
 void bind_factories(py::module_& m) {
-  m.def("rand", [](py::args args, py::kwargs kw) {
-    auto o = random_options(kw, "rand", true);
-    return finish(rand(factory_shape(args, o, "rand"), o.dtype.value_or(DType::Float32),
-                       o.device.value_or(Device()), o.gen), o);
-  }, "rand(*size, generator=None, dtype=None, device=None, requires_grad=False): uniform [0, 1)");
-  m.def("randn", [](py::args args, py::kwargs kw) {
-    auto o = random_options(kw, "randn", true);
-    return finish(randn(factory_shape(args, o, "randn"), o.dtype.value_or(DType::Float32),
-                        o.device.value_or(Device()), o.gen), o);
-  }, "randn(*size, generator=None, dtype=None, device=None, requires_grad=False): standard "
-     "normal");
-  m.def("randint", [](py::args args, py::kwargs kw) {
-    auto o = random_options(without(kw, {"low", "high"}), "randint", true);
-    std::vector<py::handle> pos(args.begin(), args.end());
-    if (!o.size) {
-      KILN_CHECK(!pos.empty() && !PyIndex_Check(pos.back().ptr()), Type,
-                 "[randint] missing required argument 'size' (a tuple of ints)");
-      o.size = parse_shape_object(pos.back(), "randint");
-      pos.pop_back();
-    }
-    auto [low, high] = parse_bounds(pos, kw, "randint");
-    return finish(randint(low, high, *o.size, o.dtype.value_or(DType::Int64),
-                          o.device.value_or(Device()), o.gen), o);
-  }, "randint(low=0, high, size, *, generator=None, dtype=int64, ...): integers in [low, high)");
-  m.def("randperm", [](int64_t n, py::kwargs kw) {
-    auto o = random_options(kw, "randperm", false);
-    return finish(randperm(n, o.dtype.value_or(DType::Int64), o.device.value_or(Device()), o.gen),
-                  o);
-  }, py::arg("n"));
+  m.def(
+      "rand",
+      [](py::args args, py::kwargs kw) {
+        auto o = random_options(kw, "rand", true);
+        return finish_factory(rand(factory_shape(args, o, "rand"), o.dtype.value_or(DType::Float32),
+                                   o.device.value_or(Device()), o.gen),
+                              o);
+      },
+      "rand(*size, generator=None, dtype=None, device=None, requires_grad=False): uniform [0, 1)");
+  m.def(
+      "randn",
+      [](py::args args, py::kwargs kw) {
+        auto o = random_options(kw, "randn", true);
+        return finish_factory(
+            randn(factory_shape(args, o, "randn"), o.dtype.value_or(DType::Float32),
+                  o.device.value_or(Device()), o.gen),
+            o);
+      },
+      "randn(*size, generator=None, dtype=None, device=None, requires_grad=False): standard "
+      "normal");
+  m.def(
+      "randint",
+      [](py::args args, py::kwargs kw) {
+        auto o = random_options(without(kw, {"low", "high"}), "randint", true);
+        std::vector<py::handle> pos(args.begin(), args.end());
+        if (!o.size) {
+          KILN_CHECK(!pos.empty() && !PyIndex_Check(pos.back().ptr()), Type,
+                     "[randint] missing required argument 'size' (a tuple of ints)");
+          o.size = parse_shape_object(pos.back(), "randint");
+          pos.pop_back();
+        }
+        auto [low, high] = parse_bounds(pos, kw, "randint");
+        return finish_factory(randint(low, high, *o.size, o.dtype.value_or(DType::Int64),
+                                      o.device.value_or(Device()), o.gen),
+                              o);
+      },
+      "randint(low=0, high, size, *, generator=None, dtype=int64, ...): integers in [low, high)");
+  m.def(
+      "randperm",
+      [](int64_t n, py::kwargs kw) {
+        auto o = random_options(kw, "randperm", false);
+        return finish_factory(
+            randperm(n, o.dtype.value_or(DType::Int64), o.device.value_or(Device()), o.gen), o);
+      },
+      py::arg("n"));
 
   // *_like: dtype and device default to the input's.
-  m.def("rand_like", [](const Tensor& t, py::kwargs kw) {
-    auto o = random_options(kw, "rand_like", false);
-    return finish(rand(t.sizes(), o.dtype.value_or(t.dtype()), o.device.value_or(t.device()),
-                       o.gen), o);
-  }, py::arg("input"));
-  m.def("randn_like", [](const Tensor& t, py::kwargs kw) {
-    auto o = random_options(kw, "randn_like", false);
-    return finish(randn(t.sizes(), o.dtype.value_or(t.dtype()), o.device.value_or(t.device()),
-                        o.gen), o);
-  }, py::arg("input"));
-  m.def("randint_like", [](const Tensor& t, py::args args, py::kwargs kw) {
-    auto o = random_options(without(kw, {"low", "high"}), "randint_like", false);
-    auto [low, high] =
-        parse_bounds(std::vector<py::handle>(args.begin(), args.end()), kw, "randint_like");
-    return finish(randint(low, high, t.sizes(), o.dtype.value_or(t.dtype()),
-                          o.device.value_or(t.device()), o.gen), o);
-  }, py::arg("input"));
+  m.def(
+      "rand_like",
+      [](const Tensor& t, py::kwargs kw) {
+        auto o = random_options(kw, "rand_like", false);
+        return finish_factory(
+            rand(t.sizes(), o.dtype.value_or(t.dtype()), o.device.value_or(t.device()), o.gen), o);
+      },
+      py::arg("input"));
+  m.def(
+      "randn_like",
+      [](const Tensor& t, py::kwargs kw) {
+        auto o = random_options(kw, "randn_like", false);
+        return finish_factory(
+            randn(t.sizes(), o.dtype.value_or(t.dtype()), o.device.value_or(t.device()), o.gen), o);
+      },
+      py::arg("input"));
+  m.def(
+      "randint_like",
+      [](const Tensor& t, py::args args, py::kwargs kw) {
+        auto o = random_options(without(kw, {"low", "high"}), "randint_like", false);
+        auto [low, high] =
+            parse_bounds(std::vector<py::handle>(args.begin(), args.end()), kw, "randint_like");
+        return finish_factory(randint(low, high, t.sizes(), o.dtype.value_or(t.dtype()),
+                                      o.device.value_or(t.device()), o.gen),
+                              o);
+      },
+      py::arg("input"));
 
-  m.def("normal", [](py::object mean, py::object std, py::object size, py::kwargs kw) {
-    auto o = random_options(kw, "normal", false);
-    Scalar m_s, s_s;
-    const bool numbers = !py::isinstance<TensorImpl>(mean) && !py::isinstance<TensorImpl>(std) &&
-                         scalar_from_object(mean, &m_s) && scalar_from_object(std, &s_s);
-    if (numbers) {
-      KILN_CHECK(!size.is_none(), Type, "[normal] size is required when mean and std are numbers");
-      return finish(normal(m_s.to_double(), s_s.to_double(), parse_shape_object(size, "normal"),
-                           o.dtype.value_or(DType::Float32), o.device.value_or(Device()), o.gen),
-                    o);
-    }
-    KILN_CHECK(size.is_none(), Type, "[normal] size must not be given when mean or std is a "
-               "Tensor");
-    return finish(normal(to_tensor_arg(mean, "normal", "mean"), to_tensor_arg(std, "normal", "std"),
-                         o.gen), o);
-  }, py::arg("mean"), py::arg("std") = 1.0, py::arg("size") = py::none());
+  m.def(
+      "normal",
+      [](py::object mean, py::object std, py::object size, py::kwargs kw) {
+        auto o = random_options(kw, "normal", false);
+        Scalar m_s, s_s;
+        const bool numbers = !py::isinstance<TensorImpl>(mean) &&
+                             !py::isinstance<TensorImpl>(std) && scalar_from_object(mean, &m_s) &&
+                             scalar_from_object(std, &s_s);
+        if (numbers) {
+          KILN_CHECK(!size.is_none(), Type,
+                     "[normal] size is required when mean and std are numbers");
+          return finish_factory(
+              normal(m_s.to_double(), s_s.to_double(), parse_shape_object(size, "normal"),
+                     o.dtype.value_or(DType::Float32), o.device.value_or(Device()), o.gen),
+              o);
+        }
+        KILN_CHECK(size.is_none(), Type,
+                   "[normal] size must not be given when mean or std is a "
+                   "Tensor");
+        return finish_factory(normal(to_tensor_arg(mean, "normal", "mean"),
+                                     to_tensor_arg(std, "normal", "std"), o.gen),
+                              o);
+      },
+      py::arg("mean"), py::arg("std") = 1.0, py::arg("size") = py::none());
 
-  m.def("bernoulli", [](const Tensor& input, py::object p, py::object generator) {
-    Generator* gen = to_generator(generator, "bernoulli");
-    if (p.is_none()) return bernoulli(input, gen);
-    return bernoulli(input, p.cast<double>(), gen);
-  }, py::arg("input"), py::arg("p") = py::none(), py::kw_only(),
-        py::arg("generator") = py::none());
-  m.def("multinomial", [](const Tensor& input, int64_t n, bool replacement, py::object generator) {
-    return multinomial(input, n, replacement, to_generator(generator, "multinomial"));
-  }, py::arg("input"), py::arg("num_samples"), py::arg("replacement") = false, py::kw_only(),
-        py::arg("generator") = py::none());
+  m.def(
+      "bernoulli",
+      [](const Tensor& input, py::object p, py::object generator) {
+        Generator* gen = to_generator(generator, "bernoulli");
+        if (p.is_none()) return bernoulli(input, gen);
+        return bernoulli(input, p.cast<double>(), gen);
+      },
+      py::arg("input"), py::arg("p") = py::none(), py::kw_only(),
+      py::arg("generator") = py::none());
+  m.def(
+      "multinomial",
+      [](const Tensor& input, int64_t n, bool replacement, py::object generator) {
+        return multinomial(input, n, replacement, to_generator(generator, "multinomial"));
+      },
+      py::arg("input"), py::arg("num_samples"), py::arg("replacement") = false, py::kw_only(),
+      py::arg("generator") = py::none());
 }
 
 void bind_methods(TensorClass& cls) {
-  cls.def("normal_", [](const Tensor& t, double mean, double std, py::object generator) {
-    return normal_(t, mean, std, to_generator(generator, "normal_"));
-  }, py::arg("mean") = 0.0, py::arg("std") = 1.0, py::kw_only(), py::arg("generator") = py::none());
-  cls.def("uniform_", [](const Tensor& t, double from, double to, py::object generator) {
-    return uniform_(t, from, to, to_generator(generator, "uniform_"));
-  }, py::arg("from") = 0.0, py::arg("to") = 1.0, py::kw_only(), py::arg("generator") = py::none());
-  cls.def("bernoulli_", [](const Tensor& t, py::object p, py::object generator) {
-    Generator* gen = to_generator(generator, "bernoulli_");
-    if (py::isinstance<TensorImpl>(p)) return bernoulli_(t, p.cast<Tensor>(), gen);
-    return bernoulli_(t, p.cast<double>(), gen);
-  }, py::arg("p") = 0.5, py::kw_only(), py::arg("generator") = py::none());
-  cls.def("exponential_", [](const Tensor& t, double lambd, py::object generator) {
-    return exponential_(t, lambd, to_generator(generator, "exponential_"));
-  }, py::arg("lambd") = 1.0, py::kw_only(), py::arg("generator") = py::none());
+  cls.def(
+      "normal_",
+      [](const Tensor& t, double mean, double std, py::object generator) {
+        return normal_(t, mean, std, to_generator(generator, "normal_"));
+      },
+      py::arg("mean") = 0.0, py::arg("std") = 1.0, py::kw_only(),
+      py::arg("generator") = py::none());
+  cls.def(
+      "uniform_",
+      [](const Tensor& t, double from, double to, py::object generator) {
+        return uniform_(t, from, to, to_generator(generator, "uniform_"));
+      },
+      py::arg("from") = 0.0, py::arg("to") = 1.0, py::kw_only(), py::arg("generator") = py::none());
+  cls.def(
+      "bernoulli_",
+      [](const Tensor& t, py::object p, py::object generator) {
+        Generator* gen = to_generator(generator, "bernoulli_");
+        if (py::isinstance<TensorImpl>(p)) return bernoulli_(t, p.cast<Tensor>(), gen);
+        return bernoulli_(t, p.cast<double>(), gen);
+      },
+      py::arg("p") = 0.5, py::kw_only(), py::arg("generator") = py::none());
+  cls.def(
+      "exponential_",
+      [](const Tensor& t, double lambd, py::object generator) {
+        return exponential_(t, lambd, to_generator(generator, "exponential_"));
+      },
+      py::arg("lambd") = 1.0, py::kw_only(), py::arg("generator") = py::none());
   // random_(), random_(to), random_(from, to), as in PyTorch.
   cls.def("random_", [](const Tensor& t, py::args args, py::kwargs kw) {
     Generator* gen = kw.contains("generator") ? to_generator(kw["generator"], "random_") : nullptr;
@@ -280,26 +315,37 @@ void bind_methods(TensorClass& cls) {
     if (kw.contains("to") && !kw["to"].is_none()) to = to_int(kw["to"], "random_", "to");
     return random_(t, from.value_or(0), to, gen);
   });
-  cls.def("bernoulli", [](const Tensor& t, py::object p, py::object generator) {
-    Generator* gen = to_generator(generator, "bernoulli");
-    if (p.is_none()) return bernoulli(t, gen);
-    return bernoulli(t, p.cast<double>(), gen);
-  }, py::arg("p") = py::none(), py::kw_only(), py::arg("generator") = py::none());
-  cls.def("multinomial", [](const Tensor& t, int64_t n, bool replacement, py::object generator) {
-    return multinomial(t, n, replacement, to_generator(generator, "multinomial"));
-  }, py::arg("num_samples"), py::arg("replacement") = false, py::kw_only(),
-          py::arg("generator") = py::none());
+  cls.def(
+      "bernoulli",
+      [](const Tensor& t, py::object p, py::object generator) {
+        Generator* gen = to_generator(generator, "bernoulli");
+        if (p.is_none()) return bernoulli(t, gen);
+        return bernoulli(t, p.cast<double>(), gen);
+      },
+      py::arg("p") = py::none(), py::kw_only(), py::arg("generator") = py::none());
+  cls.def(
+      "multinomial",
+      [](const Tensor& t, int64_t n, bool replacement, py::object generator) {
+        return multinomial(t, n, replacement, to_generator(generator, "multinomial"));
+      },
+      py::arg("num_samples"), py::arg("replacement") = false, py::kw_only(),
+      py::arg("generator") = py::none());
 }
 
 void bind_dropout(py::module_& m) {
   // kiln.dropout(input, p, train) is torch.dropout; _dropout backs nn.functional.dropout.
-  m.def("dropout", [](const Tensor& x, double p, bool train) { return dropout(x, p, train); },
-        py::arg("input"), py::arg("p"), py::arg("train"));
-  m.def("dropout_", [](const Tensor& x, double p, bool train) { return dropout_(x, p, train); },
-        py::arg("input"), py::arg("p"), py::arg("train"));
-  m.def("_dropout", [](const Tensor& x, double p, bool training, bool inplace) {
-    return inplace ? dropout_(x, p, training) : dropout(x, p, training);
-  }, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("inplace") = false);
+  m.def(
+      "dropout", [](const Tensor& x, double p, bool train) { return dropout(x, p, train); },
+      py::arg("input"), py::arg("p"), py::arg("train"));
+  m.def(
+      "dropout_", [](const Tensor& x, double p, bool train) { return dropout_(x, p, train); },
+      py::arg("input"), py::arg("p"), py::arg("train"));
+  m.def(
+      "_dropout",
+      [](const Tensor& x, double p, bool training, bool inplace) {
+        return inplace ? dropout_(x, p, training) : dropout(x, p, training);
+      },
+      py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("inplace") = false);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ editors autocomplete kiln's C++ functions and Tensor methods.
 Run after adding bindings: `PYTHONPATH=python python3 scripts/gen_stubs.py`.
 """
 
+import ast
 import inspect
 import os
 import re
@@ -80,7 +81,12 @@ def signatures(obj, name, is_method):
         m = SIG.match(line.strip())
         if m and m.group(2) != "*args, **kwargs":  # pybind11's overload header line
             ret = clean_type(m.group(3) or "None")
-            sigs.append(f"def {name}({render_args(m.group(2), is_method)}) -> {ret}: ...")
+            sig = f"def {name}({render_args(m.group(2), is_method)}) -> {ret}: ..."
+            try:
+                ast.parse(sig)
+            except SyntaxError:  # a hand-written docstring, not a pybind11 signature
+                continue
+            sigs.append(sig)
     if not sigs:
         sigs.append(f"def {name}({'self, ' if is_method else ''}*args: Any, **kwargs: Any) -> Any: ...")
     if len(sigs) > 1:
