@@ -95,8 +95,10 @@ Tensor binary_compute(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 namespace {
 void check_into(const Tensor& self, DType result, const Shape& shape, const char* op) {
-  KILN_CHECK(can_cast(result, self.dtype()), Runtime, "[", op, "] result type ", result,
-             " can't be cast to the desired output type ", self.dtype());
+  // PyTorch's wording and ScalarType names, which users match on.
+  KILN_CHECK(can_cast(result, self.dtype()), Runtime, "[", op, "] result type ",
+             scalar_type_name(result), " can't be cast to the desired output type ",
+             scalar_type_name(self.dtype()));
   KILN_CHECK(shape == self.sizes(), Runtime, "[", op, "] output with shape ", self.sizes(),
              " doesn't match the broadcast shape ", shape);
 }
@@ -137,7 +139,8 @@ const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> ot
     KILN_CHECK(result.sizes() == self.sizes(), Runtime, "[", op, "] output with shape ",
                self.sizes(), " doesn't match the broadcast shape ", result.sizes());
     KILN_CHECK(can_cast(result.dtype(), self.dtype()), Runtime, "[", op, "] result type ",
-               result.dtype(), " can't be cast to the desired output type ", self.dtype());
+               scalar_type_name(result.dtype()), " can't be cast to the desired output type ",
+               scalar_type_name(self.dtype()));
     {
       GradModeGuard no_grad(false);
       backend(self.device()).copy(self, result);
