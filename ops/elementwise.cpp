@@ -1,5 +1,7 @@
 #include "ops/elementwise.h"
 
+#include <string>
+
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/promotion.h"
@@ -106,7 +108,8 @@ void check_into(const Tensor& self, DType result, const Shape& shape, const char
 
 void unary_compute_into(const Tensor& self, UnaryOp op, const Tensor& x, const UnaryParams& p) {
   DType ct = unary_compute_dtype(op, x.dtype());
-  check_into(self, result_dtype(op, ct), x.sizes(), op_name(op));
+  // Errors name the in-place op the user called (exp_), not exp.
+  check_into(self, result_dtype(op, ct), x.sizes(), str_cat(op_name(op), "_").c_str());
   if (result_dtype(op, ct) == self.dtype() && x.is_same(self)) {
     require_kernel(backend(self.device()).unary, op_name(op), self.device())(op, self, self, p);
   } else {
@@ -115,7 +118,8 @@ void unary_compute_into(const Tensor& self, UnaryOp op, const Tensor& x, const U
 }
 
 void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const Tensor& b) {
-  const char* name = op_name(op);
+  const std::string inplace_name = str_cat(op_name(op), "_");
+  const char* name = inplace_name.c_str();
   Device dev = common_device({self, a, b}, name);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType ct = binary_compute_dtype(op, a, b);
@@ -135,7 +139,9 @@ const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> ot
   for (const Tensor& o : others) grad = grad || needs_grad({o});
   if (grad) {
     check_inplace(self, op);
-    Tensor result = out_of_place(self.requires_grad() ? clone(self) : self);
+    // Always a clone: the out-of-place op may save its input for backward,
+    // and self is about to be overwritten (x.mul_(w) with only w requiring grad).
+    Tensor result = out_of_place(clone(self));
     KILN_CHECK(result.sizes() == self.sizes(), Runtime, "[", op, "] output with shape ",
                self.sizes(), " doesn't match the broadcast shape ", result.sizes());
     KILN_CHECK(can_cast(result.dtype(), self.dtype()), Runtime, "[", op, "] result type ",
