@@ -85,11 +85,14 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
       captures[capture[i].fn.get()].push_back({capture[i].input_nr, i});
       needed.insert(capture[i].fn.get());
     }
-    // Reverse-topological fixpoint over the discovered nodes.
+    // Fixpoint over the discovered nodes. Walking them in reverse discovery
+    // order visits children before parents, so a chain settles in one pass
+    // (forward order needed one pass per node: quadratic on deep graphs).
     bool changed = true;
     while (changed) {
       changed = false;
-      for (Node* n : order) {
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        Node* n = *it;
         if (needed.count(n)) continue;
         for (const Edge& e : n->next_edges) {
           if (e.valid() && needed.count(e.fn.get())) {

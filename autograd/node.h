@@ -29,7 +29,8 @@ struct InputMeta {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  // Releases next_edges through release_node (see core/tensor.h).
+  virtual ~Node();
 
   // grads[i] is the gradient of forward output i (never undefined: the engine
   // fills missing ones with zeros). Returns one gradient per next_edge;

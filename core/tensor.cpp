@@ -56,6 +56,26 @@ void TensorImpl::refresh_layout() {
   if (numel_ == 0) contiguous_ = true;
 }
 
+void release_node(std::shared_ptr<Node>&& node) {
+  thread_local std::vector<std::shared_ptr<Node>>* pending = nullptr;
+  if (!node) return;
+  if (pending) {
+    pending->push_back(std::move(node));
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> queue;
+  pending = &queue;
+  queue.push_back(std::move(node));
+  while (!queue.empty()) {
+    std::shared_ptr<Node> n = std::move(queue.back());
+    queue.pop_back();
+    n.reset();  // may queue the nodes this one kept alive
+  }
+  pending = nullptr;
+}
+
+AutogradMeta::~AutogradMeta() { release_node(std::move(grad_fn)); }
+
 AutogradMeta& TensorImpl::autograd() {
   if (!autograd_) autograd_ = std::make_unique<AutogradMeta>();
   return *autograd_;

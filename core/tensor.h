@@ -69,7 +69,18 @@ class Tensor {
 using TensorHook = std::function<Tensor(const Tensor&)>;
 using PostAccumulateHook = std::function<void(const Tensor&)>;
 
+// Drops a reference to an autograd node without recursing: destroying a long
+// graph (an unrolled RNN) would otherwise nest a few destructor frames per node
+// and overflow the stack. Nodes released while one is being destroyed are
+// queued and freed by the outermost call, in a loop.
+void release_node(std::shared_ptr<Node>&& node);
+
 struct AutogradMeta {
+  AutogradMeta() = default;
+  AutogradMeta(const AutogradMeta&) = delete;
+  AutogradMeta& operator=(const AutogradMeta&) = delete;
+  ~AutogradMeta();
+
   bool requires_grad = false;
   bool retains_grad = false;
   Tensor grad;

@@ -1,6 +1,9 @@
 """The autograd engine (autograd/*): graph walking, retain/create_graph,
 autograd.grad, hooks, grad modes, saved-tensor versions and leaf rules."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -552,3 +555,39 @@ def test_backward_does_not_record_unless_create_graph():
     (x * x).sum().backward()
     (x * x).sum().backward(create_graph=True)
     assert seen == [False, True]
+
+
+# ---------------------------------------------------------------- regressions
+
+
+def test_create_graph_leaf_grads_are_not_aliased():
+    a = leaf(np.ones(3))
+    b = leaf(np.ones(3))
+    (a + b).sum().backward(create_graph=True)  # add's backward returns {g, g}
+    assert a.grad is not b.grad
+    with kiln.no_grad():
+        a.grad.add_(1)  # would also hit b.grad, 3 times over a stride-0 buffer
+    assert a.grad.tolist() == [2.0] * 3 and b.grad.tolist() == [1.0] * 3
+
+
+def test_autograd_grad_on_deep_chain():
+    x = leaf(np.array([2.0]))
+    y = x
+    for _ in range(3000):
+        y = y * 1.0
+    (g,) = kiln.autograd.grad(y.sum(), x)
+    assert g.tolist() == [1.0]
+
+
+def test_freeing_a_very_deep_graph_does_not_overflow_the_stack():
+    code = ("import kiln\n"
+            "x = kiln.ones(1, requires_grad=True)\n"
+            "y = x\n"
+            "for _ in range(200000):\n"
+            "    y = y * 1.0\n"
+            "del y\n"
+            "print('freed')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "freed", out.stderr[-500:]
