@@ -24,6 +24,23 @@ Tensor record_view(const char* name, const Tensor& in, Tensor out, F bw) {
   return out;
 }
 
+// The gradient of a select/slice: zeros of the input's shape with `g` written
+// into the part `take` extracts. Recorded as its own op (backward: take again)
+// so that create_graph differentiates through it; writing g with copy_ into a
+// fresh buffer would drop g's history.
+template <typename F>
+Tensor embed_grad(const char* name, const Tensor& g, const Shape& in_shape, F take) {
+  Tensor z = zeros(in_shape, g.dtype(), g.device());
+  {
+    GradModeGuard no_grad(false);
+    copy_(take(z), g);
+  }
+  if (needs_grad({g})) {
+    record(name, {g}, {z}, [take](const Grads& gg, Node&) -> Grads { return {take(gg[0])}; });
+  }
+  return z;
+}
+
 }  // namespace
 
 Tensor view(const Tensor& t, const Shape& shape) {
@@ -168,13 +185,10 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
   Shape in_shape = x.sizes();
-  Device dev = x.device();
   return record_view("select", x, make_view(x, sizes, strides, offset),
-                     [in_shape, dev, d, index](const Tensor& g) {
-                       Tensor z = zeros(in_shape, g.dtype(), dev);
-                       Tensor target = select(z, d, index);
-                       copy_(target, g);
-                       return z;
+                     [in_shape, d, index](const Tensor& g) {
+                       return embed_grad("select_backward", g, in_shape,
+                                         [d, index](const Tensor& z) { return select(z, d, index); });
                      });
 }
 
@@ -194,12 +208,12 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
   sizes[d] = (end - start + step - 1) / step;
   strides[d] *= step;
   Shape in_shape = x.sizes();
-  Device dev = x.device();
   return record_view("slice", x, make_view(x, sizes, strides, offset),
-                     [in_shape, dev, d, start, end, step](const Tensor& g) {
-                       Tensor z = zeros(in_shape, g.dtype(), dev);
-                       copy_(slice(z, d, start, end, step), g);
-                       return z;
+                     [in_shape, d, start, end, step](const Tensor& g) {
+                       return embed_grad("slice_backward", g, in_shape,
+                                         [d, start, end, step](const Tensor& z) {
+                                           return slice(z, d, start, end, step);
+                                         });
                      });
 }
 
