@@ -23,13 +23,17 @@ AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable))
   input_meta.push_back({variable_.sizes(), variable_.dtype(), variable_.device()});
 }
 
-std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
-  Tensor g = std::move(grads[0]);
-  AutogradMeta& meta = variable_.impl()->autograd();
-  for (auto& hook : meta.hooks) {
-    Tensor replaced = hook(g);
-    if (replaced.defined()) g = replaced;
+Tensor AccumulateGrad::run_hooks(Tensor grad) const {
+  for (auto& hook : variable_.impl()->autograd().hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
   }
+  return grad;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor g = run_hooks(std::move(grads[0]));
+  AutogradMeta& meta = variable_.impl()->autograd();
   if (!meta.grad.defined()) {
     if (GradMode::is_enabled()) {
       // create_graph: clone keeps the gradient's history but gives the leaf its

@@ -59,6 +59,9 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor variable);
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
+  // The leaf's tensor hooks applied to `grad` (also used by autograd.grad,
+  // which captures a leaf's gradient without accumulating it).
+  Tensor run_hooks(Tensor grad) const;
   const Tensor& variable() const { return variable_; }
 
  private:

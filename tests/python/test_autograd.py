@@ -635,3 +635,22 @@ def test_gradgradcheck(name):
     a = rand(2, 3)
     a = np.where(np.abs(a) < 0.1, 0.5, a)  # away from where's switch point
     gradgradcheck(SECOND_ORDER[name], a)
+
+
+def test_leaf_hooks_apply_to_autograd_grad():
+    x = leaf(np.array([1.0, 2.0]))
+    x.register_hook(lambda g: g * 10)
+    (g,) = kiln.autograd.grad((x * x).sum(), x)
+    assert g.tolist() == [20.0, 40.0]
+    assert x.grad is None
+
+
+def test_backward_with_inputs_runs_leaf_hooks():
+    x = leaf(np.array([1.0, 2.0]))
+    y = leaf(np.array([3.0, 4.0]))
+    seen = []
+    x.register_hook(lambda g: g * 10)
+    x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+    (x * y).sum().backward(inputs=[x])
+    assert x.grad.tolist() == [30.0, 40.0] and y.grad is None
+    assert seen == [[30.0, 40.0]]
