@@ -123,6 +123,15 @@ class TensorImpl {
   void refresh_layout();
 };
 
+// True when an elementwise write to `dst` could clobber elements of `src`
+// before they are read: same storage, overlapping element ranges and a
+// different layout (an identical layout reads each element before writing it).
+bool overlaps_differently(const Tensor& dst, const Tensor& src);
+
+// True when several elements of `t` share one memory location (expand's
+// stride 0): such a tensor cannot be written to elementwise.
+bool has_internal_overlap(const Tensor& t);
+
 Shape contiguous_strides(const Shape& sizes);
 int64_t shape_numel(const Shape& sizes);
 

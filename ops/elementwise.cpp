@@ -126,6 +126,10 @@ void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const
   check_into(self, result_dtype(op, ct), shape, name);
   if (result_dtype(op, ct) == self.dtype()) {
     Tensor x = prepare_operand(a, ct, shape, dev), y = prepare_operand(b, ct, shape, dev);
+    // x.add_(x.t()): read the aliased operand from a copy, or the kernel
+    // would read elements it has already overwritten.
+    if (overlaps_differently(self, x)) x = clone(x);
+    if (overlaps_differently(self, y)) y = clone(y);
     require_kernel(backend(dev).binary, name, dev)(op, self, x, y);
   } else {
     backend(dev).copy(self, binary_compute(op, a, b));
@@ -135,6 +139,10 @@ void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const
 const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> others, const char* op,
                             const std::function<Tensor(const Tensor&)>& out_of_place,
                             const std::function<void()>& in_place) {
+  KILN_CHECK(!has_internal_overlap(self), Runtime, "[", op, "] unsupported operation: more than "
+             "one element of the written-to tensor (shape ", self.sizes(), ", strides ",
+             self.strides(), ") refers to a single memory location. Please clone() the tensor "
+             "before performing the operation.");
   bool grad = GradMode::is_enabled() && self.requires_grad();
   for (const Tensor& o : others) grad = grad || needs_grad({o});
   if (grad) {

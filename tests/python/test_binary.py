@@ -491,3 +491,37 @@ def test_comparisons_are_not_differentiable():
     x = kiln.tensor(rand(3), requires_grad=True)
     assert not (x < 0).requires_grad
     assert not kiln.eq(x, x).requires_grad
+
+
+# ---------------------------------------------------------------- aliasing
+
+
+def test_inplace_with_overlapping_operand_reads_before_writing():
+    a = np.arange(9.0).reshape(3, 3)
+    x = kiln.tensor(a)
+    x.add_(x.t())
+    assert_close(x, a + a.T)
+    x = kiln.tensor(a)
+    x.t().mul_(x)
+    assert_close(x, a * a.T)
+    v = np.arange(5.0)
+    y = kiln.tensor(v)
+    y.narrow(0, 1, 4).add_(y.narrow(0, 0, 4))
+    assert_close(y, np.concatenate([[0.0], v[1:] + v[:4]]))
+    z = kiln.tensor(v)
+    z.narrow(0, 1, 4).copy_(z.narrow(0, 0, 4))
+    assert_close(z, np.array([0.0, 0.0, 1.0, 2.0, 3.0]))
+    w = kiln.tensor(v)
+    w.add_(w)  # the same layout needs no copy and stays correct
+    assert_close(w, 2 * v)
+
+
+def test_inplace_on_expanded_tensor_is_rejected():
+    x = kiln.ones(3, 1).expand(3, 4)
+    with pytest.raises(RuntimeError, match=r"\[add_\].*single memory location"):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match=r"\[exp_\].*single memory location"):
+        x.exp_()
+    with pytest.raises(RuntimeError, match=r"\[copy_\].*single memory location"):
+        x.copy_(kiln.zeros(3, 4))
+    assert kiln.ones(3, 1).tolist() == [[1.0]] * 3
