@@ -498,6 +498,13 @@ def test_modes_as_decorators():
     assert kiln.is_grad_enabled()
     assert f.__name__ == "f"
 
+    @kiln.no_grad
+    def bare():
+        return x * 2
+
+    assert not bare().requires_grad and bare.__name__ == "bare"
+    assert kiln.is_grad_enabled()
+
 
 def test_autograd_namespace_aliases():
     assert kiln.autograd.no_grad is kiln.no_grad
