@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 
@@ -273,11 +274,29 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
     strides = {1};
   }
   int64_t st = strides[d];
-  sizes[d] = (len - size) / step + 1;
+  const int64_t windows = (len - size) / step + 1;
+  sizes[d] = windows;
   strides[d] = st * step;
   sizes.push_back(size);
   strides.push_back(st);
-  return as_strided(x, sizes, strides, x.storage_offset());
+  Tensor out = make_view(x, sizes, strides, x.storage_offset());
+  Shape in_shape = x.sizes();
+  if (x.dim() == 0) {
+    return record_view("unfold", x, out, [](const Tensor& g) { return reshape(g, {}); });
+  }
+  // Windows overlap when step < size, so an input element sums the gradients
+  // of all its copies: offset k of every window reads positions k, k + step, ...
+  return record_view("unfold", x, out, [in_shape, d, windows, size, step](const Tensor& g) {
+    Tensor total;
+    for (int64_t k = 0; k < size; ++k) {
+      Tensor placed = embed_grad("unfold_backward", select(g, -1, k), in_shape,
+                                 [d, k, windows, step](const Tensor& z) {
+                                   return slice(z, d, k, k + (windows - 1) * step + 1, step);
+                                 });
+      total = total.defined() ? add(total, placed) : placed;
+    }
+    return total;
+  });
 }
 
 Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,

@@ -297,12 +297,19 @@ def test_expand_grad_sums():
     assert_close(x.grad, np.full((3, 1), 10.0))
 
 
-def test_unfold_grad_overlapping_windows():
-    b = rand(6)
-    x = kiln.tensor(b, requires_grad=True)
-    try:
-        x.unfold(0, 3, 1).sum().backward()
-    except NotImplementedError as e:
-        assert "[as_strided]" in str(e)
-        return
+def test_unfold_grad_overlapping_and_gapped_windows():
+    x = kiln.tensor(rand(6), requires_grad=True)
+    x.unfold(0, 3, 1).sum().backward()
     assert_close(x.grad, np.array([1.0, 2.0, 3.0, 3.0, 2.0, 1.0]))
+    x.grad = None
+    x.unfold(0, 2, 3).sum().backward()  # step > size: positions 2 and 5 are skipped
+    assert_close(x.grad, np.array([1.0, 1.0, 0.0, 1.0, 1.0, 0.0]))
+    weights = kiln.arange(3, dtype=kiln.float64)
+    gradcheck(lambda t: t.unfold(1, 3, 1) * weights, rand(2, 5))
+    gradcheck(lambda t: t.t().unfold(0, 3, 2) * weights, rand(2, 7))
+    # Double backward goes through the summed window placements.
+    y = kiln.tensor(rand(5), requires_grad=True)
+    (g,) = kiln.autograd.grad((y.unfold(0, 2, 1) ** 3).sum(), y, create_graph=True)
+    (gg,) = kiln.autograd.grad(g.sum(), y)
+    counts = np.array([1.0, 2.0, 2.0, 2.0, 1.0])
+    assert_close(gg, 6 * y.detach().numpy() * counts)
