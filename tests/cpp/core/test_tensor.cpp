@@ -142,6 +142,28 @@ TEST(Tensor, VersionCounterIsSharedByViews) {
   EXPECT_EQ(c.version(), 1u);
 }
 
+TEST(Tensor, OverlapQueries) {
+  Tensor t = iota({3, 3});
+  EXPECT_FALSE(overlaps_differently(t, t));
+  EXPECT_FALSE(overlaps_differently(t, view(t, {3, 3})));  // same layout: safe
+  EXPECT_TRUE(overlaps_differently(t, transpose(t, 0, 1)));
+  Tensor flat = view(t, {9});
+  EXPECT_TRUE(overlaps_differently(narrow(flat, 0, 1, 4), narrow(flat, 0, 0, 4)));
+  EXPECT_FALSE(overlaps_differently(narrow(flat, 0, 0, 4), narrow(flat, 0, 4, 4)));  // disjoint
+  EXPECT_FALSE(overlaps_differently(t, clone(t)));
+  EXPECT_FALSE(has_internal_overlap(t));
+  EXPECT_TRUE(has_internal_overlap(expand(select(t, 0, 0), {2, 3})));
+  EXPECT_FALSE(has_internal_overlap(expand(narrow(t, 0, 0, 1), {1, 3})));
+}
+
+TEST(Tensor, InPlaceWithAliasedOperand) {
+  Tensor t = iota({3, 3});
+  add_(t, transpose(t, 0, 1));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(at(t, {i, j}), 3.0 * i + j + 3.0 * j + i);
+  EXPECT_THROW(add_(expand(iota({3, 1}), {3, 4}), Scalar(1.0)), Error);
+}
+
 TEST(Tensor, RequiresGradRules) {
   Tensor x = zeros({2});
   EXPECT_FALSE(x.requires_grad());
