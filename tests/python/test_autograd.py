@@ -661,3 +661,14 @@ def test_backward_with_inputs_runs_leaf_hooks():
     (x * y).sum().backward(inputs=[x])
     assert x.grad.tolist() == [30.0, 40.0] and y.grad is None
     assert seen == [[30.0, 40.0]]
+
+
+def test_gradcheck_catches_wrong_and_missing_gradients():
+    x = leaf(rand(2, 3))
+    assert kiln.autograd.gradcheck(lambda t: t * t, [x])
+    # A dropped backward record must not pass as "nothing to check".
+    assert not kiln.autograd.gradcheck(lambda t: t.detach() * 2, [x], raise_exception=False)
+    with pytest.raises(RuntimeError, match=r"\[gradcheck\]"):
+        kiln.autograd.gradcheck(lambda t: t * t.detach(), [x])
+    with pytest.raises(ValueError, match=r"\[gradcheck\].*float64"):
+        kiln.autograd.gradcheck(lambda t: t, [leaf(rand(2), dtype=kiln.float32)])
