@@ -32,9 +32,9 @@ const Tensor& copy_(const Tensor& dst, const Tensor& src) {
              "[copy_] source of shape ", src.sizes(), " cannot be broadcast to destination shape ",
              dst.sizes());
   KILN_CHECK(!has_internal_overlap(dst), Runtime, "[copy_] unsupported operation: more than one "
-             "element of the written-to tensor (shape ", dst.sizes(), ", strides ", dst.strides(),
-             ") refers to a single memory location. Please clone() the tensor before performing "
-             "the operation.");
+             "element of the written-to tensor (shape ", dst.sizes(), ", strides ",
+             dst.strides(), ") refers to a single memory location. Please clone() the tensor "
+             "before performing the operation.");
   const bool grad = needs_grad({dst, src});
   if (grad) check_inplace(dst, "copy_");
   copy_data(dst, src);

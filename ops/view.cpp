@@ -188,8 +188,9 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   Shape in_shape = x.sizes();
   return record_view("select", x, make_view(x, sizes, strides, offset),
                      [in_shape, d, index](const Tensor& g) {
-                       return embed_grad("select_backward", g, in_shape,
-                                         [d, index](const Tensor& z) { return select(z, d, index); });
+                       return embed_grad(
+                           "select_backward", g, in_shape,
+                           [d, index](const Tensor& z) { return select(z, d, index); });
                      });
 }
 
