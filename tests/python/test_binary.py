@@ -11,10 +11,6 @@ import kiln
 from helpers import NP_DTYPE, assert_close, gradcheck, noncontig, rand
 
 
-def _floor_div(a, b):
-    return np.floor_divide(a, b)
-
-
 # name -> (NumPy reference, positive_rhs): positive_rhs keeps the right operand
 # away from 0 (division) and the left one positive (pow's log a).
 BINARY = {
@@ -22,7 +18,7 @@ BINARY = {
     "sub": (np.subtract, False),
     "mul": (np.multiply, False),
     "div": (np.divide, True),
-    "floor_divide": (_floor_div, True),
+    "floor_divide": (np.floor_divide, True),
     "remainder": (np.remainder, True),
     "pow": (np.power, True),
     "maximum": (np.maximum, False),

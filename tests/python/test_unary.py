@@ -59,8 +59,7 @@ BOOL_KIND = {"logical_not", "isnan", "isinf", "isfinite"}
 # Piecewise-constant or boolean: no gradient to check.
 NOT_DIFFERENTIABLE = {"sign", "floor", "ceil", "round", "trunc"} | BOOL_KIND
 
-# Values where the result lands near a rounding boundary are avoided for
-# floor/ceil/round/trunc by sampling; relu/abs/sign stay away from 0.
+# Kinks at 0: keep samples away so finite differences see one branch.
 _AWAY_FROM_ZERO = {"relu", "sign", "neg"}
 
 

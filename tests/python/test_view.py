@@ -24,9 +24,7 @@ def a():
 
 def test_view_and_reshape(a):
     x = kiln.tensor(a)
-    for shape in [(6, 4), (24,), (-1, 2), (2, -1, 3), (4, 1, 6), ()]:
-        if shape == ():
-            continue
+    for shape in [(6, 4), (24,), (-1, 2), (2, -1, 3), (4, 1, 6)]:
         v = x.view(*shape)
         assert_close(v, a.reshape(shape))
         assert shares_storage(v, x)
