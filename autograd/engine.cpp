@@ -48,10 +48,12 @@ struct CompareSeq {
 
 // Runs the graph below `roots`. With `capture` non-empty (autograd.grad), the
 // gradients arriving at those edges are returned instead of accumulated, and
-// only nodes leading to them run.
+// only nodes leading to them run. With `accumulate_leaves` (backward(inputs=)),
+// captured leaves run their AccumulateGrad (hooks, .grad, post-accumulate
+// hooks) instead of being returned.
 std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
                             bool retain_graph, bool create_graph,
-                            const std::vector<Edge>& capture) {
+                            const std::vector<Edge>& capture, bool accumulate_leaves = false) {
   // Dependency counts over the reachable graph.
   std::unordered_map<Node*, NodeState> state;
   std::vector<Node*> stack;
@@ -85,11 +87,14 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
       captures[capture[i].fn.get()].push_back({capture[i].input_nr, i});
       needed.insert(capture[i].fn.get());
     }
-    // Reverse-topological fixpoint over the discovered nodes.
+    // Fixpoint over the discovered nodes. Walking them in reverse discovery
+    // order visits children before parents, so a chain settles in one pass
+    // (forward order needed one pass per node: quadratic on deep graphs).
     bool changed = true;
     while (changed) {
       changed = false;
-      for (Node* n : order) {
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        Node* n = *it;
         if (needed.count(n)) continue;
         for (const Edge& e : n->next_edges) {
           if (e.valid() && needed.count(e.fn.get())) {
@@ -141,14 +146,17 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
         meta.grad = meta.grad.defined() ? add(meta.grad, g) : clone(g);
       }
     }
-    if (capturing) {
+    auto* accumulator = dynamic_cast<AccumulateGrad*>(node);
+    if (capturing && !(accumulator && accumulate_leaves)) {
       auto it = captures.find(node);
       if (it != captures.end()) {
+        // A leaf's tensor hooks shape the gradient autograd.grad returns, as in PyTorch.
+        if (accumulator) grads[0] = accumulator->run_hooks(std::move(grads[0]));
         for (auto [slot, index] : it->second) captured[index] = grads[slot];
       }
     }
-    bool run = !capturing || (needed.count(node) &&
-                              dynamic_cast<AccumulateGrad*>(node) == nullptr);
+    bool run = !capturing ||
+               (needed.count(node) && (accumulator == nullptr || accumulate_leaves));
     if (!run) continue;
 
     std::vector<Tensor> outputs = node->apply(std::move(grads));
@@ -213,7 +221,9 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
   // backward(inputs=...): accumulate only into the given tensors.
   std::vector<Edge> capture;
   for (const Tensor& t : inputs) capture.push_back(gradient_edge(t));
-  std::vector<Tensor> got = execute(roots, std::move(grads), retain_graph, create_graph, capture);
+  std::vector<Tensor> got = execute(roots, std::move(grads), retain_graph, create_graph, capture,
+                                    /*accumulate_leaves=*/true);
+  // Leaves accumulated themselves; non-leaf inputs are captured and accumulated here.
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!got[i].defined()) continue;
     AutogradMeta& meta = inputs[i].impl()->autograd();

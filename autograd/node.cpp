@@ -15,20 +15,31 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 Node::Node() : sequence_nr(g_next_sequence_nr++) {}
 
+Node::~Node() {
+  for (Edge& e : next_edges) release_node(std::move(e.fn));
+}
+
 AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
   input_meta.push_back({variable_.sizes(), variable_.dtype(), variable_.device()});
 }
 
-std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
-  Tensor g = std::move(grads[0]);
-  AutogradMeta& meta = variable_.impl()->autograd();
-  for (auto& hook : meta.hooks) {
-    Tensor replaced = hook(g);
-    if (replaced.defined()) g = replaced;
+Tensor AccumulateGrad::run_hooks(Tensor grad) const {
+  for (auto& hook : variable_.impl()->autograd().hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
   }
+  return grad;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor g = run_hooks(std::move(grads[0]));
+  AutogradMeta& meta = variable_.impl()->autograd();
   if (!meta.grad.defined()) {
     if (GradMode::is_enabled()) {
-      meta.grad = g;  // create_graph: keep the history of the gradient
+      // create_graph: clone keeps the gradient's history but gives the leaf its
+      // own buffer; `g` may be shared with other leaves (add returns {g, g}) or
+      // be a stride-0 expansion that an in-place update would corrupt.
+      meta.grad = clone(g);
     } else if (g.impl_ptr().use_count() == 1 && g.is_contiguous() && !g.requires_grad() &&
                !g.impl()->view_base_.defined()) {
       meta.grad = std::move(g);  // nobody else sees this buffer: take it

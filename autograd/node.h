@@ -29,7 +29,8 @@ struct InputMeta {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  // Releases next_edges through release_node (see core/tensor.h).
+  virtual ~Node();
 
   // grads[i] is the gradient of forward output i (never undefined: the engine
   // fills missing ones with zeros). Returns one gradient per next_edge;
@@ -58,6 +59,9 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor variable);
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
+  // The leaf's tensor hooks applied to `grad` (also used by autograd.grad,
+  // which captures a leaf's gradient without accumulating it).
+  Tensor run_hooks(Tensor grad) const;
   const Tensor& variable() const { return variable_; }
 
  private:

@@ -48,6 +48,8 @@ KILN_FORALL_DTYPES(KILN_DTYPE_OF)
 size_t itemsize(DType t);
 // The Python-facing name, e.g. "float32".
 const char* dtype_name(DType t);
+// PyTorch's ScalarType name ("Float", "Long"), for messages users grep for.
+const char* scalar_type_name(DType t);
 bool is_floating(DType t);
 bool is_integral(DType t, bool include_bool);
 bool is_signed(DType t);

@@ -24,6 +24,27 @@ Shape contiguous_strides(const Shape& sizes) {
   return strides;
 }
 
+bool overlaps_differently(const Tensor& dst, const Tensor& src) {
+  if (dst.storage() != src.storage() || dst.numel() == 0 || src.numel() == 0) return false;
+  if (dst.storage_offset() == src.storage_offset() && dst.sizes() == src.sizes() &&
+      dst.strides() == src.strides()) {
+    return false;
+  }
+  // Element ranges [first, last] in the storage; strides are never negative.
+  auto last = [](const Tensor& t) {
+    int64_t end = t.storage_offset();
+    for (int64_t d = 0; d < t.dim(); ++d) end += (t.sizes()[d] - 1) * t.strides()[d];
+    return end;
+  };
+  return dst.storage_offset() <= last(src) && src.storage_offset() <= last(dst);
+}
+
+bool has_internal_overlap(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.strides()[d] == 0 && t.sizes()[d] > 1) return true;
+  return false;
+}
+
 int64_t shape_numel(const Shape& sizes) {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
@@ -55,6 +76,26 @@ void TensorImpl::refresh_layout() {
   }
   if (numel_ == 0) contiguous_ = true;
 }
+
+void release_node(std::shared_ptr<Node>&& node) {
+  thread_local std::vector<std::shared_ptr<Node>>* pending = nullptr;
+  if (!node) return;
+  if (pending) {
+    pending->push_back(std::move(node));
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> queue;
+  pending = &queue;
+  queue.push_back(std::move(node));
+  while (!queue.empty()) {
+    std::shared_ptr<Node> n = std::move(queue.back());
+    queue.pop_back();
+    n.reset();  // may queue the nodes this one kept alive
+  }
+  pending = nullptr;
+}
+
+AutogradMeta::~AutogradMeta() { release_node(std::move(grad_fn)); }
 
 AutogradMeta& TensorImpl::autograd() {
   if (!autograd_) autograd_ = std::make_unique<AutogradMeta>();

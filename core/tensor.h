@@ -69,7 +69,18 @@ class Tensor {
 using TensorHook = std::function<Tensor(const Tensor&)>;
 using PostAccumulateHook = std::function<void(const Tensor&)>;
 
+// Drops a reference to an autograd node without recursing: destroying a long
+// graph (an unrolled RNN) would otherwise nest a few destructor frames per node
+// and overflow the stack. Nodes released while one is being destroyed are
+// queued and freed by the outermost call, in a loop.
+void release_node(std::shared_ptr<Node>&& node);
+
 struct AutogradMeta {
+  AutogradMeta() = default;
+  AutogradMeta(const AutogradMeta&) = delete;
+  AutogradMeta& operator=(const AutogradMeta&) = delete;
+  ~AutogradMeta();
+
   bool requires_grad = false;
   bool retains_grad = false;
   Tensor grad;
@@ -111,6 +122,15 @@ class TensorImpl {
   AutogradMeta& autograd();
   void refresh_layout();
 };
+
+// True when an elementwise write to `dst` could clobber elements of `src`
+// before they are read: same storage, overlapping element ranges and a
+// different layout (an identical layout reads each element before writing it).
+bool overlaps_differently(const Tensor& dst, const Tensor& src);
+
+// True when several elements of `t` share one memory location (expand's
+// stride 0): such a tensor cannot be written to elementwise.
+bool has_internal_overlap(const Tensor& t);
 
 Shape contiguous_strides(const Shape& sizes);
 int64_t shape_numel(const Shape& sizes);

@@ -82,8 +82,9 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
+  const std::string name = str_cat(op_name(op), "_");
   return apply_inplace(
-      self, {other}, op_name(op), [&](const Tensor& s) { return binary(op, s, other); },
+      self, {other}, name.c_str(), [&](const Tensor& s) { return binary(op, s, other); },
       [&] { binary_compute_into(self, op, self, other); });
 }
 

@@ -13,6 +13,8 @@ namespace {
 // Raw copy without autograd: dst <- src.
 void copy_data(const Tensor& dst, const Tensor& src) {
   Tensor s = src.sizes() == dst.sizes() ? src : expand(detach(src), dst.sizes());
+  // x[1:].copy_(x[:-1]) must read the source before overwriting it.
+  if (overlaps_differently(dst, s)) s = clone(detach(s));
   if (dst.device() == s.device() || s.device().is_cpu() || dst.device().is_cpu()) {
     // The CUDA backend's copy handles host<->device transfers as well.
     Device d = dst.device().is_cpu() ? s.device() : dst.device();
@@ -29,6 +31,10 @@ const Tensor& copy_(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), Runtime,
              "[copy_] source of shape ", src.sizes(), " cannot be broadcast to destination shape ",
              dst.sizes());
+  KILN_CHECK(!has_internal_overlap(dst), Runtime, "[copy_] unsupported operation: more than one "
+             "element of the written-to tensor (shape ", dst.sizes(), ", strides ",
+             dst.strides(), ") refers to a single memory location. Please clone() the tensor "
+             "before performing the operation.");
   const bool grad = needs_grad({dst, src});
   if (grad) check_inplace(dst, "copy_");
   copy_data(dst, src);

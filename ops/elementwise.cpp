@@ -1,5 +1,7 @@
 #include "ops/elementwise.h"
 
+#include <string>
+
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/promotion.h"
@@ -95,8 +97,10 @@ Tensor binary_compute(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 namespace {
 void check_into(const Tensor& self, DType result, const Shape& shape, const char* op) {
-  KILN_CHECK(can_cast(result, self.dtype()), Runtime, "[", op, "] result type ", result,
-             " can't be cast to the desired output type ", self.dtype());
+  // PyTorch's wording and ScalarType names, which users match on.
+  KILN_CHECK(can_cast(result, self.dtype()), Runtime, "[", op, "] result type ",
+             scalar_type_name(result), " can't be cast to the desired output type ",
+             scalar_type_name(self.dtype()));
   KILN_CHECK(shape == self.sizes(), Runtime, "[", op, "] output with shape ", self.sizes(),
              " doesn't match the broadcast shape ", shape);
 }
@@ -104,7 +108,8 @@ void check_into(const Tensor& self, DType result, const Shape& shape, const char
 
 void unary_compute_into(const Tensor& self, UnaryOp op, const Tensor& x, const UnaryParams& p) {
   DType ct = unary_compute_dtype(op, x.dtype());
-  check_into(self, result_dtype(op, ct), x.sizes(), op_name(op));
+  // Errors name the in-place op the user called (exp_), not exp.
+  check_into(self, result_dtype(op, ct), x.sizes(), str_cat(op_name(op), "_").c_str());
   if (result_dtype(op, ct) == self.dtype() && x.is_same(self)) {
     require_kernel(backend(self.device()).unary, op_name(op), self.device())(op, self, self, p);
   } else {
@@ -113,13 +118,18 @@ void unary_compute_into(const Tensor& self, UnaryOp op, const Tensor& x, const U
 }
 
 void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const Tensor& b) {
-  const char* name = op_name(op);
+  const std::string inplace_name = str_cat(op_name(op), "_");
+  const char* name = inplace_name.c_str();
   Device dev = common_device({self, a, b}, name);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType ct = binary_compute_dtype(op, a, b);
   check_into(self, result_dtype(op, ct), shape, name);
   if (result_dtype(op, ct) == self.dtype()) {
     Tensor x = prepare_operand(a, ct, shape, dev), y = prepare_operand(b, ct, shape, dev);
+    // x.add_(x.t()): read the aliased operand from a copy, or the kernel
+    // would read elements it has already overwritten.
+    if (overlaps_differently(self, x)) x = clone(x);
+    if (overlaps_differently(self, y)) y = clone(y);
     require_kernel(backend(dev).binary, name, dev)(op, self, x, y);
   } else {
     backend(dev).copy(self, binary_compute(op, a, b));
@@ -129,15 +139,22 @@ void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const
 const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> others, const char* op,
                             const std::function<Tensor(const Tensor&)>& out_of_place,
                             const std::function<void()>& in_place) {
+  KILN_CHECK(!has_internal_overlap(self), Runtime, "[", op, "] unsupported operation: more than "
+             "one element of the written-to tensor (shape ", self.sizes(), ", strides ",
+             self.strides(), ") refers to a single memory location. Please clone() the tensor "
+             "before performing the operation.");
   bool grad = GradMode::is_enabled() && self.requires_grad();
   for (const Tensor& o : others) grad = grad || needs_grad({o});
   if (grad) {
     check_inplace(self, op);
-    Tensor result = out_of_place(self.requires_grad() ? clone(self) : self);
+    // Always a clone: the out-of-place op may save its input for backward,
+    // and self is about to be overwritten (x.mul_(w) with only w requiring grad).
+    Tensor result = out_of_place(clone(self));
     KILN_CHECK(result.sizes() == self.sizes(), Runtime, "[", op, "] output with shape ",
                self.sizes(), " doesn't match the broadcast shape ", result.sizes());
     KILN_CHECK(can_cast(result.dtype(), self.dtype()), Runtime, "[", op, "] result type ",
-               result.dtype(), " can't be cast to the desired output type ", self.dtype());
+               scalar_type_name(result.dtype()), " can't be cast to the desired output type ",
+               scalar_type_name(self.dtype()));
     {
       GradModeGuard no_grad(false);
       backend(self.device()).copy(self, result);

@@ -122,8 +122,9 @@ Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
 }
 
 const Tensor& unary_(UnaryOp op, const Tensor& self, const UnaryParams& p) {
+  const std::string name = str_cat(op_name(op), "_");
   return apply_inplace(
-      self, {}, op_name(op), [&](const Tensor& s) { return unary(op, s, p); },
+      self, {}, name.c_str(), [&](const Tensor& s) { return unary(op, s, p); },
       [&] { unary_compute_into(self, op, self, p); });
 }
 

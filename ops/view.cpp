@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 
@@ -22,6 +23,23 @@ Tensor record_view(const char* name, const Tensor& in, Tensor out, F bw) {
     record(name, {in}, {out}, [bw](const Grads& g, Node&) -> Grads { return {bw(g[0])}; });
   }
   return out;
+}
+
+// The gradient of a select/slice: zeros of the input's shape with `g` written
+// into the part `take` extracts. Recorded as its own op (backward: take again)
+// so that create_graph differentiates through it; writing g with copy_ into a
+// fresh buffer would drop g's history.
+template <typename F>
+Tensor embed_grad(const char* name, const Tensor& g, const Shape& in_shape, F take) {
+  Tensor z = zeros(in_shape, g.dtype(), g.device());
+  {
+    GradModeGuard no_grad(false);
+    copy_(take(z), g);
+  }
+  if (needs_grad({g})) {
+    record(name, {g}, {z}, [take](const Grads& gg, Node&) -> Grads { return {take(gg[0])}; });
+  }
+  return z;
 }
 
 }  // namespace
@@ -168,13 +186,11 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
   Shape in_shape = x.sizes();
-  Device dev = x.device();
   return record_view("select", x, make_view(x, sizes, strides, offset),
-                     [in_shape, dev, d, index](const Tensor& g) {
-                       Tensor z = zeros(in_shape, g.dtype(), dev);
-                       Tensor target = select(z, d, index);
-                       copy_(target, g);
-                       return z;
+                     [in_shape, d, index](const Tensor& g) {
+                       return embed_grad(
+                           "select_backward", g, in_shape,
+                           [d, index](const Tensor& z) { return select(z, d, index); });
                      });
 }
 
@@ -194,12 +210,12 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
   sizes[d] = (end - start + step - 1) / step;
   strides[d] *= step;
   Shape in_shape = x.sizes();
-  Device dev = x.device();
   return record_view("slice", x, make_view(x, sizes, strides, offset),
-                     [in_shape, dev, d, start, end, step](const Tensor& g) {
-                       Tensor z = zeros(in_shape, g.dtype(), dev);
-                       copy_(slice(z, d, start, end, step), g);
-                       return z;
+                     [in_shape, d, start, end, step](const Tensor& g) {
+                       return embed_grad("slice_backward", g, in_shape,
+                                         [d, start, end, step](const Tensor& z) {
+                                           return slice(z, d, start, end, step);
+                                         });
                      });
 }
 
@@ -259,11 +275,29 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
     strides = {1};
   }
   int64_t st = strides[d];
-  sizes[d] = (len - size) / step + 1;
+  const int64_t windows = (len - size) / step + 1;
+  sizes[d] = windows;
   strides[d] = st * step;
   sizes.push_back(size);
   strides.push_back(st);
-  return as_strided(x, sizes, strides, x.storage_offset());
+  Tensor out = make_view(x, sizes, strides, x.storage_offset());
+  Shape in_shape = x.sizes();
+  if (x.dim() == 0) {
+    return record_view("unfold", x, out, [](const Tensor& g) { return reshape(g, {}); });
+  }
+  // Windows overlap when step < size, so an input element sums the gradients
+  // of all its copies: offset k of every window reads positions k, k + step, ...
+  return record_view("unfold", x, out, [in_shape, d, windows, size, step](const Tensor& g) {
+    Tensor total;
+    for (int64_t k = 0; k < size; ++k) {
+      Tensor placed = embed_grad("unfold_backward", select(g, -1, k), in_shape,
+                                 [d, k, windows, step](const Tensor& z) {
+                                   return slice(z, d, k, k + (windows - 1) * step + 1, step);
+                                 });
+      total = total.defined() ? add(total, placed) : placed;
+    }
+    return total;
+  });
 }
 
 Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,

@@ -36,6 +36,21 @@ void def_operator(TensorClass& cls, const char* name, F f) {
 }  // namespace
 
 void init_elementwise(py::module_& m, TensorClass& cls) {
+  // The op table as data, so tests can check that every op is covered.
+  m.def("_op_table", [] {
+    py::dict unary, binary;
+#define KILN_TABLE_UNARY(name, kind, autocast) unary[#name] = #kind;
+    KILN_UNARY_OPS(KILN_TABLE_UNARY)
+#undef KILN_TABLE_UNARY
+#define KILN_TABLE_BINARY(name, kind, autocast) binary[#name] = #kind;
+    KILN_BINARY_OPS(KILN_TABLE_BINARY)
+#undef KILN_TABLE_BINARY
+    py::dict table;
+    table["unary"] = unary;
+    table["binary"] = binary;
+    return table;
+  });
+
   // Simple unary ops: kiln.exp(x), x.exp(), x.exp_().
 #define KILN_BIND_UNARY(name, kind, autocast)                                            \
   m.def(#name, [](const Tensor& x) { return kiln::name(x); }, py::arg("input"));         \

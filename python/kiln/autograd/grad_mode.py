@@ -29,11 +29,20 @@ class _GradModeContext:
         return wrapper
 
 
-class no_grad(_GradModeContext):
+class _NoParamContext(_GradModeContext):
+    """Also usable as a bare decorator, `@no_grad` without parentheses, as in PyTorch."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamContext):
     _enabled = False
 
 
-class enable_grad(_GradModeContext):
+class enable_grad(_NoParamContext):
     _enabled = True
 
 

@@ -27,12 +27,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     outputs = _flat_outputs(func, inputs)
 
     for oi, out in enumerate(outputs):
-        if not out.requires_grad:
+        if not out.is_floating_point():
             continue
         n_out = out.numel()
-        # Analytical Jacobian, one row per output element.
+        # Analytical Jacobian, one row per output element. An output that does
+        # not require grad claims a zero Jacobian, which finite differences
+        # then confirm (a forgotten backward record must not pass silently).
         analytical = [np.zeros((n_out, t.numel())) for t in diff_inputs]
-        for j in range(n_out):
+        for j in range(n_out if out.requires_grad else 0):
             onehot = np.zeros(n_out, dtype=np.float64)
             onehot[j] = 1.0
             g = _C.from_numpy(onehot.reshape(tuple(out.shape))).to(out.dtype)

@@ -1,0 +1,140 @@
+// core/shape.h: dim wrapping, broadcasting, -1 inference and view strides.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace kiln {
+namespace {
+
+// Runs `f`, expecting a kiln::Error of `kind` whose message contains `needle`.
+template <typename F>
+void expect_error(F f, ErrorKind kind, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(WrapDim, WrapsNegativeDims) {
+  EXPECT_EQ(wrap_dim(0, 3, "op"), 0);
+  EXPECT_EQ(wrap_dim(2, 3, "op"), 2);
+  EXPECT_EQ(wrap_dim(-1, 3, "op"), 2);
+  EXPECT_EQ(wrap_dim(-3, 3, "op"), 0);
+}
+
+TEST(WrapDim, ZeroDimAcceptsZeroAndMinusOne) {
+  EXPECT_EQ(wrap_dim(0, 0, "op"), 0);
+  EXPECT_EQ(wrap_dim(-1, 0, "op"), 0);
+  expect_error([] { wrap_dim(1, 0, "op"); }, ErrorKind::Index, "[op]");
+}
+
+TEST(WrapDim, OutOfRangeIsIndexErrorNamingTheOp) {
+  expect_error([] { wrap_dim(3, 3, "sum"); }, ErrorKind::Index, "[sum] Dimension out of range");
+  expect_error([] { wrap_dim(-4, 3, "sum"); }, ErrorKind::Index, "[-3, 2]");
+}
+
+TEST(WrapDims, SortsAndRejectsRepeats) {
+  EXPECT_EQ(wrap_dims({-1, 0}, 3, "op"), (std::vector<int64_t>{0, 2}));
+  expect_error([] { wrap_dims({1, -2}, 3, "mean"); }, ErrorKind::Runtime,
+               "[mean] dim 1 appears multiple times");
+}
+
+TEST(BroadcastShapes, NumpyRules) {
+  EXPECT_EQ(broadcast_shapes({2, 3}, {2, 3}, "op"), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes({3, 1}, {1, 4}, "op"), (Shape{3, 4}));
+  EXPECT_EQ(broadcast_shapes({5, 1, 4}, {3, 1}, "op"), (Shape{5, 3, 4}));
+  EXPECT_EQ(broadcast_shapes({}, {2, 3}, "op"), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes({2, 3}, {}, "op"), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes({0, 3}, {3}, "op"), (Shape{0, 3}));
+  EXPECT_EQ(broadcast_shapes({1}, {0}, "op"), (Shape{0}));
+}
+
+TEST(BroadcastShapes, MismatchNamesOpAndShapes) {
+  expect_error([] { broadcast_shapes({2, 3}, {4}, "add"); }, ErrorKind::Runtime,
+               "[add] The size of tensor a (3) must match the size of tensor b (4)");
+  expect_error([] { broadcast_shapes({2, 3}, {4}, "add"); }, ErrorKind::Runtime,
+               "shapes [2, 3] and [4]");
+  expect_error([] { broadcast_shapes({2}, {0}, "mul"); }, ErrorKind::Runtime, "[mul]");
+}
+
+TEST(InferSize, ResolvesOneMinusOne) {
+  EXPECT_EQ(infer_size({-1, 4}, 12, "view"), (Shape{3, 4}));
+  EXPECT_EQ(infer_size({2, -1, 3}, 12, "view"), (Shape{2, 2, 3}));
+  EXPECT_EQ(infer_size({6, 2}, 12, "view"), (Shape{6, 2}));
+  EXPECT_EQ(infer_size({}, 1, "view"), (Shape{}));
+  EXPECT_EQ(infer_size({0, 5}, 0, "view"), (Shape{0, 5}));
+}
+
+TEST(InferSize, Errors) {
+  expect_error([] { infer_size({-1, -1}, 4, "view"); }, ErrorKind::Runtime,
+               "[view] only one dimension can be inferred");
+  expect_error([] { infer_size({5, 5}, 24, "reshape"); }, ErrorKind::Runtime,
+               "[reshape] shape '[5, 5]' is invalid for input of size 24");
+  expect_error([] { infer_size({-1, 5}, 24, "view"); }, ErrorKind::Runtime, "size 24");
+  // -1 next to a 0 is ambiguous.
+  expect_error([] { infer_size({-1, 0}, 0, "view"); }, ErrorKind::Runtime, "[view]");
+  expect_error([] { infer_size({-2, 3}, 6, "view"); }, ErrorKind::Runtime,
+               "invalid shape dimension -2");
+}
+
+Shape view_strides(const Shape& sizes, const Shape& strides, const Shape& target, bool* ok) {
+  Shape out;
+  *ok = compute_view_strides(sizes, strides, target, &out);
+  return out;
+}
+
+TEST(ComputeViewStrides, Contiguous) {
+  bool ok = false;
+  EXPECT_EQ(view_strides({2, 3, 4}, {12, 4, 1}, {6, 4}, &ok), (Shape{4, 1}));
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(view_strides({2, 3, 4}, {12, 4, 1}, {24}, &ok), (Shape{1}));
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(view_strides({6}, {1}, {2, 1, 3}, &ok), (Shape{3, 3, 1}));
+  EXPECT_TRUE(ok);
+}
+
+TEST(ComputeViewStrides, MergesOnlyContiguousRuns) {
+  bool ok = false;
+  // permute(1, 2, 0) of a contiguous [2, 3, 4]: sizes [3, 4, 2], strides [4, 1, 12].
+  EXPECT_EQ(view_strides({3, 4, 2}, {4, 1, 12}, {12, 2}, &ok), (Shape{1, 12}));
+  EXPECT_TRUE(ok);
+  view_strides({3, 4, 2}, {4, 1, 12}, {24}, &ok);
+  EXPECT_FALSE(ok);
+  // A transposed matrix can split a dim but not be flattened.
+  EXPECT_EQ(view_strides({4, 6}, {1, 4}, {2, 2, 6}, &ok), (Shape{2, 1, 4}));
+  EXPECT_TRUE(ok);
+  view_strides({4, 6}, {1, 4}, {24}, &ok);
+  EXPECT_FALSE(ok);
+}
+
+TEST(ComputeViewStrides, SizeOneAndSlicedDims) {
+  bool ok = false;
+  // Size-1 dims with arbitrary strides do not block merging.
+  EXPECT_EQ(view_strides({2, 1, 3}, {3, 99, 1}, {6}, &ok), (Shape{1}));
+  EXPECT_TRUE(ok);
+  // Every other column of a [3, 8] matrix is uniformly strided: it flattens.
+  EXPECT_EQ(view_strides({3, 4}, {8, 2}, {12}, &ok), (Shape{2}));
+  EXPECT_TRUE(ok);
+  // Of a [3, 9] matrix it is not: rows cannot merge with columns.
+  view_strides({3, 4}, {9, 2}, {12}, &ok);
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(view_strides({3, 4}, {9, 2}, {3, 2, 2}, &ok), (Shape{9, 4, 2}));
+  EXPECT_TRUE(ok);
+}
+
+TEST(ComputeViewStrides, EmptyAndScalar) {
+  bool ok = false;
+  EXPECT_EQ(view_strides({0, 3}, {3, 1}, {3, 0}, &ok), (Shape{1, 1}));
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(view_strides({}, {}, {1, 1}, &ok), (Shape{1, 1}));
+  EXPECT_TRUE(ok);
+}
+
+}  // namespace
+}  // namespace kiln
