@@ -9,6 +9,7 @@ Backend* g_cuda_backend = nullptr;
 }
 
 void register_cuda_backend(Backend* b) { g_cuda_backend = b; }
+bool has_cuda_backend() { return g_cuda_backend != nullptr; }
 
 const Backend& backend(Device device) {
   if (device.is_cpu()) return cpu::backend();

@@ -95,6 +95,8 @@ struct Backend {
 
 // The CUDA backend installs its table here when the library loads.
 void register_cuda_backend(Backend* b);
+// Whether CUDA kernels are registered (kiln.cuda.is_available() needs a GPU and this).
+bool has_cuda_backend();
 
 // Throws RuntimeError when kiln was built without the device's backend.
 const Backend& backend(Device device);

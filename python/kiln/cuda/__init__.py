@@ -6,6 +6,7 @@ OutOfMemoryError = _C.OutOfMemoryError
 
 
 def is_available():
+    """True when a GPU is visible and kiln's CUDA kernels are built in."""
     return _C._cuda_is_available()
 
 
