@@ -3,6 +3,11 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "ops/backend.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/view.h"
 
 namespace kiln {
 
@@ -75,14 +80,83 @@ void check_inplace(const Tensor& self, const char* op) {
              "] a leaf Variable that requires grad is being used in an in-place operation; "
              "wrap the update in `with kiln.no_grad():` or clone the tensor first");
   const Tensor& base = self.impl()->view_base_;
-  KILN_CHECK(!(base.defined() && base.requires_grad()), NotImplemented, "[", op,
-             "] in-place operation on a view of a tensor that requires grad is not supported "
-             "yet; apply the op out of place (e.g. torch.where / index ops) instead");
+  if (!base.defined()) return;
+  KILN_CHECK(!(base.is_leaf() && base.requires_grad()), Runtime, "[", op,
+             "] a view of a leaf Variable that requires grad is being used in an in-place "
+             "operation; wrap the update in `with kiln.no_grad():` or clone the leaf first");
+}
+
+namespace {
+
+// Makes `view` a strided view of `base`'s current history.
+void attach_view_to_base(const Tensor& view, const Tensor& base) {
+  const Shape base_shape = base.sizes(), sizes = view.sizes(), strides = view.strides();
+  const int64_t offset = view.storage_offset() - base.storage_offset();
+  const Device dev = base.device();
+  Tensor view_alias = detach(view);
+  record("as_strided", {base}, {view_alias},
+         [base_shape, dev, sizes, strides, offset](const std::vector<Tensor>& g,
+                                                    Node&) -> std::vector<Tensor> {
+           Tensor z = zeros(base_shape, g[0].dtype(), dev);
+           copy_(as_strided(z, sizes, strides, offset), g[0]);
+           return {z};
+         });
+  AutogradMeta& meta = view.impl()->autograd();
+  meta.grad_fn = view_alias.grad_fn();
+  meta.output_nr = 0;
+  view.impl()->view_version_ = view.version();
+}
+
+// Note [In-place on views]: writing into a view V of base B changes B, so B's
+// history must change too. B gets a CopySlices node with two inputs, B's old
+// history and the out-of-place result R: the gradient of B flows to old B
+// outside V's region and to R inside it. V then becomes a fresh strided view
+// of the new B. Views are addressed through B's storage geometry, which
+// needs B contiguous (bases are fresh op outputs, so they are).
+void rebase_view_history(const Tensor& view, const Tensor& result, const char* op) {
+  Tensor base = view.impl()->view_base_;
+  KILN_CHECK(base.is_contiguous(), NotImplemented, "[", op,
+             "] in-place operation on a view of a non-contiguous tensor that requires grad is "
+             "not supported; apply the op out of place instead");
+  const Shape sizes = view.sizes(), strides = view.strides();
+  const int64_t offset = view.storage_offset() - base.storage_offset();
+  auto region = [sizes, strides, offset](const Tensor& t) {
+    return as_strided(contiguous(t), sizes, strides, offset);
+  };
+  Tensor outside;  // 1 outside the view's region, 0 inside
+  {
+    GradModeGuard no_grad(false);
+    outside = ones(base.sizes(), base.dtype(), base.device());
+    backend(base.device()).fill(as_strided(outside, sizes, strides, offset), 0);
+  }
+  // An alias carrying B's current history (none when B is a plain leaf).
+  Tensor old_base = detach(base);
+  if (base.grad_fn()) {
+    old_base.impl()->autograd().grad_fn = base.grad_fn();
+    old_base.impl()->autograd().output_nr = base.output_nr();
+  }
+  record("copy_slices", {old_base, result}, {base},
+         [outside, region](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+           return {mul(g[0], outside), region(g[0])};
+         });
+  attach_view_to_base(view, base);
+}
+
+}  // namespace
+
+void refresh_view_history(const Tensor& view) {
+  const Tensor& base = view.impl()->view_base_;
+  if (!base.defined() || !base.grad_fn() || !base.is_contiguous()) return;
+  attach_view_to_base(view, base);
 }
 
 void rebase_history(const Tensor& self, const Tensor& result, const char* op) {
   check_inplace(self, op);
   if (!result.requires_grad()) return;
+  if (self.impl()->view_base_.defined()) {
+    rebase_view_history(self, result, op);
+    return;
+  }
   AutogradMeta& meta = self.impl()->autograd();
   meta.grad_fn = result.grad_fn();
   meta.output_nr = result.output_nr();

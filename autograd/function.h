@@ -48,8 +48,13 @@ std::shared_ptr<Node> record(const std::string& name, const std::vector<Tensor>&
 
 // For in-place ops: `self` was overwritten with the value of `result` (which
 // was computed out of place and recorded); self takes over result's history.
-// Throws for leaves that require grad, as PyTorch does.
+// When self is a view, its base gets a CopySlices node instead (Note
+// [In-place on views]). Throws for leaves that require grad and views of
+// them, as PyTorch does.
 void rebase_history(const Tensor& self, const Tensor& result, const char* op);
+// Re-derives a view's history from its base after an in-place write through
+// another alias changed the base (called by gradient_edge).
+void refresh_view_history(const Tensor& view);
 // Throws if an in-place op on `self` would corrupt autograd (leaf requiring grad).
 void check_inplace(const Tensor& self, const char* op);
 

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/binary.h"
@@ -65,6 +66,10 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};
+  if (t.impl()->view_base_.defined() && t.version() != t.impl()->view_version_ &&
+      GradMode::is_enabled()) {
+    refresh_view_history(t);  // the base was written in place through another alias
+  }
   if (const auto& fn = t.grad_fn()) return {fn, t.output_nr()};
   if (t.requires_grad()) return {grad_accumulator(t), 0};
   return {};

@@ -120,7 +120,11 @@ void* Tensor::data_ptr() const {
 
 bool Tensor::requires_grad() const {
   auto& m = impl_->autograd_;
-  return m && (m->requires_grad || m->grad_fn);
+  if (m && (m->requires_grad || m->grad_fn)) return true;
+  // A view whose base was since written in place with a value that requires
+  // grad (Note [In-place on views] in autograd/function.cpp).
+  const Tensor& base = impl_->view_base_;
+  return base.defined() && impl_->view_version_ != version() && base.requires_grad();
 }
 
 void Tensor::set_requires_grad(bool requires_grad) {
@@ -175,6 +179,7 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   auto impl = std::make_shared<TensorImpl>(base.storage(), std::move(sizes), std::move(strides),
                                            offset, base.dtype(), base.impl()->version_);
   impl->view_base_ = base.impl()->view_base_.defined() ? base.impl()->view_base_ : base;
+  impl->view_version_ = base.version();
   return Tensor(std::move(impl));
 }
 

@@ -118,6 +118,11 @@ class TensorImpl {
   bool wrapped_number_ = false;
   // For views: the tensor whose storage this one aliases (undefined otherwise).
   Tensor view_base_;
+  // For views: the version counter's value when this view's autograd history
+  // was last derived from its base. An in-place write through another alias
+  // bumps the shared counter, and gradient_edge() then re-derives the history
+  // (Note [In-place on views] in autograd/function.cpp).
+  uint32_t view_version_ = 0;
 
   AutogradMeta& autograd();
   void refresh_layout();

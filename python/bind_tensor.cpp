@@ -163,6 +163,8 @@ void init_tensor(py::module_& m, TensorClass& cls) {
         },
         py::arg("data"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def("is_tensor", [](py::handle h) { return py::isinstance<TensorImpl>(h); });
+  m.def("clone", [](const Tensor& t, py::kwargs) { return clone(t); }, py::arg("input"));
+  m.def("detach", [](const Tensor& t) { return detach(t); }, py::arg("input"));
 
   // Tensor.float(), .long(), ...: the input itself when it already has the dtype.
   static const std::pair<const char*, DType> conversions[] = {
