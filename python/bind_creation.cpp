@@ -113,34 +113,17 @@ void init_creation(py::module_& m, TensorClass& cls) {
   cls.def(
       "fill_", [](const Tensor& t, Scalar v) { return fill_(t, v); }, py::arg("value"));
   cls.def("zero_", [](const Tensor& t) { return zero_(t); });
-  // Tensor.new_* keep the source's dtype and device.
-  cls.def(
-      "new_zeros",
-      [](const Tensor& t, py::object size, py::kwargs kw) {
-        auto o = parse_factory_options(kw, "new_zeros");
-        return finish_factory(zeros(parse_shape_object(size, "new_zeros"),
-                                    o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
-                              o);
-      },
-      py::arg("size"));
-  cls.def(
-      "new_ones",
-      [](const Tensor& t, py::object size, py::kwargs kw) {
-        auto o = parse_factory_options(kw, "new_ones");
-        return finish_factory(ones(parse_shape_object(size, "new_ones"),
-                                   o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
-                              o);
-      },
-      py::arg("size"));
-  cls.def(
-      "new_empty",
-      [](const Tensor& t, py::object size, py::kwargs kw) {
-        auto o = parse_factory_options(kw, "new_empty");
-        return finish_factory(empty(parse_shape_object(size, "new_empty"),
-                                    o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
-                              o);
-      },
-      py::arg("size"));
+  // Tensor.new_zeros(2, 3) / new_zeros((2, 3)): the source's dtype and device by default.
+  using Make = Tensor (*)(const Shape&, DType, Device);
+  for (auto [name, make] : std::initializer_list<std::pair<const char*, Make>>{
+           {"new_zeros", &zeros}, {"new_ones", &ones}, {"new_empty", &empty}}) {
+    cls.def(name, [name = name, make = make](const Tensor& t, py::args size, py::kwargs kw) {
+      auto o = parse_factory_options(kw, name, false, true);
+      return finish_factory(make(factory_shape(size, o, name), o.dtype.value_or(t.dtype()),
+                                 o.device.value_or(t.device())),
+                            o);
+    });
+  }
   cls.def(
       "new_full",
       [](const Tensor& t, py::object size, Scalar v, py::kwargs kw) {
