@@ -11,6 +11,35 @@ Backend* g_cuda_backend = nullptr;
 void register_cuda_backend(Backend* b) { g_cuda_backend = b; }
 bool has_cuda_backend() { return g_cuda_backend != nullptr; }
 
+std::vector<const char*> missing_kernel_families(const Backend& b) {
+  // Keep in step with struct Backend: one line per kernel family.
+  std::vector<const char*> missing;
+  if (!b.unary) missing.push_back("unary");
+  if (!b.binary) missing.push_back("binary");
+  if (!b.copy) missing.push_back("copy");
+  if (!b.fill) missing.push_back("fill");
+  if (!b.where) missing.push_back("where");
+  if (!b.reduce) missing.push_back("reduce");
+  if (!b.bmm) missing.push_back("bmm");
+  if (!b.index_take) missing.push_back("index_take");
+  if (!b.index_put) missing.push_back("index_put");
+  if (!b.nonzero) missing.push_back("nonzero");
+  if (!b.triangle) missing.push_back("triangle");
+  if (!b.sort) missing.push_back("sort");
+  if (!b.gather_rows) missing.push_back("gather_rows");
+  if (!b.unique_sorted) missing.push_back("unique_sorted");
+  if (!b.random) missing.push_back("random");
+  if (!b.bernoulli) missing.push_back("bernoulli");
+  if (!b.dropout) missing.push_back("dropout");
+  if (!b.arg_reduce) missing.push_back("arg_reduce");
+  if (!b.scan) missing.push_back("scan");
+  if (!b.row_gather) missing.push_back("row_gather");
+  if (!b.row_scatter_add) missing.push_back("row_scatter_add");
+  return missing;
+}
+
+const Backend& cuda_backend() { return backend(Device(DeviceType::CUDA, 0)); }
+
 const Backend& backend(Device device) {
   if (device.is_cpu()) return cpu::backend();
   KILN_CHECK(g_cuda_backend != nullptr, Runtime, "[backend] device ", device,

@@ -5,6 +5,8 @@
 // visible in one file: ops/cpu/backend_cpu.cpp, cuda/backend_cuda.cpp.
 #pragma once
 
+#include <vector>
+
 #include "core/error.h"
 #include "core/scalar.h"
 #include "core/tensor.h"
@@ -95,8 +97,13 @@ struct Backend {
 
 // The CUDA backend installs its table here when the library loads.
 void register_cuda_backend(Backend* b);
-// Whether CUDA kernels are registered (kiln.cuda.is_available() needs a GPU and this).
+// Whether CUDA kernels are registered.
 bool has_cuda_backend();
+// The kernel families `b` lacks (null entries), by field name. A backend is
+// complete, and kiln.cuda.is_available() true, when this is empty.
+std::vector<const char*> missing_kernel_families(const Backend& b);
+// The registered CUDA backend; RuntimeError when there is none.
+const Backend& cuda_backend();
 
 // Throws RuntimeError when kiln was built without the device's backend.
 const Backend& backend(Device device);

@@ -70,3 +70,11 @@ def gradcheck(fn, *arrays):
     """Float64 finite-difference check of fn's gradients at the given NumPy inputs."""
     inputs = [kiln.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
     assert kiln.autograd.gradcheck(fn, inputs)
+
+
+def gpu_count():
+    return kiln.cuda.device_count()
+
+
+# CUDA tests run on the GPU machine and skip where there is no GPU (CI).
+requires_gpu = __import__("pytest").mark.skipif(gpu_count() == 0, reason="no CUDA device")

@@ -1,0 +1,19 @@
+// Builds the CUDA kernel table and registers it when libkiln loads. Nothing
+// here touches the driver: machines without a GPU load kiln at full speed.
+#include "cuda/kernels.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+const bool g_registered = [] {
+  static Backend table;
+  install_runtime_kernels(table);
+  install_elementwise_kernels(table);
+  register_cuda_backend(&table);
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace kiln::cuda

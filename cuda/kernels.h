@@ -1,0 +1,15 @@
+// The CUDA backend's kernel families. Each install_* fills its entries of the
+// backend table; backend_cuda.cpp calls them all when libkiln loads. What is
+// still missing is listed by kiln._C._cuda_missing_kernels().
+#pragma once
+
+#include "ops/backend.h"
+
+namespace kiln::cuda {
+
+// copy (host<->device, device<->device, casts, strides) and fill.
+void install_runtime_kernels(Backend& b);
+// unary, binary, where.
+void install_elementwise_kernels(Backend& b);
+
+}  // namespace kiln::cuda
