@@ -15,9 +15,11 @@ Device::Device(const std::string& spec) {
     std::string num = spec.substr(colon + 1);
     bool digits = !num.empty() && num.size() < 4;
     for (char c : num) digits = digits && std::isdigit(static_cast<unsigned char>(c));
-    KILN_CHECK(digits, Value, "[device] invalid device string '", spec,
-               "': the index after ':' must be a non-negative integer");
+    KILN_CHECK(digits, Runtime, "[device] Invalid device string: '", spec,
+               "' (the index after ':' must be a non-negative integer)");
     idx = std::stoi(num);
+    KILN_CHECK(idx <= 127, Runtime, "[device] Invalid device string: '", spec,
+               "' (device index ", idx, " is out of range)");
   }
   if (kind == "cpu") {
     KILN_CHECK(idx <= 0, Value, "[device] invalid device string '", spec, "': cpu has only index 0");
