@@ -10,6 +10,8 @@ const bool g_registered = [] {
   static Backend table;
   install_runtime_kernels(table);
   install_elementwise_kernels(table);
+  install_reduce_kernels(table);
+  install_blas_kernels(table);
   register_cuda_backend(&table);
   return true;
 }();

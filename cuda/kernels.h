@@ -11,5 +11,9 @@ namespace kiln::cuda {
 void install_runtime_kernels(Backend& b);
 // unary, binary, where.
 void install_elementwise_kernels(Backend& b);
+// reduce (row reductions).
+void install_reduce_kernels(Backend& b);
+// bmm through cuBLAS.
+void install_blas_kernels(Backend& b);
 
 }  // namespace kiln::cuda
