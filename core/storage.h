@@ -13,6 +13,8 @@ struct StorageImpl {
   std::shared_ptr<void> data;
   size_t nbytes = 0;
   Device device;
+  // CPU memory that is page-locked (Tensor.pin_memory()), so host<->GPU copies can be async.
+  bool pinned = false;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

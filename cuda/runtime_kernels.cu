@@ -1,8 +1,13 @@
-// copy and fill on CUDA devices (filled in by the CUDA runtime work).
+// copy and fill on CUDA devices; the host logic is in cuda/copy.cpp, the
+// kernels in cuda/copy.cu and cuda/fill.cu.
+#include "cuda/internal.h"
 #include "cuda/kernels.h"
 
 namespace kiln::cuda {
 
-void install_runtime_kernels(Backend&) {}
+void install_runtime_kernels(Backend& b) {
+  b.copy = copy_tensor;
+  b.fill = fill_tensor;
+}
 
 }  // namespace kiln::cuda

@@ -3,10 +3,14 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "core/storage.h"
 #include "ops/copy.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
 #include "python/convert.h"
+#ifdef KILN_WITH_CUDA
+#include "cuda/runtime.h"
+#endif
 
 namespace py = pybind11;
 
@@ -175,6 +179,23 @@ void init_tensor(py::module_& m, TensorClass& cls) {
   for (const auto& [name, dtype] : conversions) {
     cls.def(name, [dt = dtype](const Tensor& t, py::kwargs) { return to_dtype(t, dt); });
   }
+
+  // Page-locked host memory and cross-stream use (cuda/runtime.h).
+  cls.def("is_pinned", [](const Tensor& t, py::object) {
+    return t.device().is_cpu() && t.storage() && t.storage()->pinned;
+  }, py::arg("device") = py::none());
+#ifdef KILN_WITH_CUDA
+  cls.def("pin_memory", [](const Tensor& t, py::object) { return cuda::pin_memory(t); },
+          py::arg("device") = py::none());
+  cls.def("record_stream", [](const Tensor& t, py::object stream) {
+    cuda::record_stream(t, reinterpret_cast<cuda::StreamHandle>(
+                               stream.attr("cuda_stream").cast<uintptr_t>()));
+  }, py::arg("stream"));
+#else
+  cls.def("pin_memory", [](const Tensor&, py::object) -> Tensor {
+    fail(ErrorKind::Runtime, "[pin_memory] kiln was built without CUDA: pinned memory needs it");
+  }, py::arg("device") = py::none());
+#endif
 }
 
 }  // namespace kiln::python

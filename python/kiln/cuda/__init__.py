@@ -1,6 +1,24 @@
-"""kiln.cuda: device queries (the CUDA backend fills in the rest)."""
+"""kiln.cuda: devices, streams, events and the caching allocator's statistics.
+
+Nothing here talks to the driver at import time; functions that need a GPU
+raise a RuntimeError naming the problem when there is none.
+"""
+
+import contextlib
 
 from kiln import _C
+from kiln.cuda.memory import (  # noqa: F401
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_peak_memory_stats,
+)
+from kiln.cuda.streams import Event, Stream  # noqa: F401
+from kiln.cuda._utils import _device_index, _runtime
 
 OutOfMemoryError = _C.OutOfMemoryError
 
@@ -10,5 +28,105 @@ def is_available():
     return _C._cuda_is_available()
 
 
+def is_built():
+    return _C._cuda_is_built()
+
+
 def device_count():
     return _C._cuda_device_count()
+
+
+def current_device():
+    return _runtime("_cuda_current_device")()
+
+
+def set_device(device):
+    index = _device_index(device, optional=True)
+    if index >= 0:
+        _runtime("_cuda_set_device")(index)
+
+
+class device:
+    """Context manager that makes `device` current for its body (None: no change)."""
+
+    def __init__(self, device):
+        self.idx = _device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = current_device()
+            if self.prev_idx != self.idx:
+                set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc):
+        if self.idx >= 0 and self.prev_idx != self.idx:
+            set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """device(tensor.device) for a CUDA tensor; no change for a CPU tensor."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.is_cuda else None)
+
+
+def get_device_properties(device=None):
+    return _runtime("_cuda_get_device_properties")(_device_index(device))
+
+
+def get_device_name(device=None):
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    p = get_device_properties(device)
+    return (p.major, p.minor)
+
+
+def synchronize(device=None):
+    """Waits for all work on `device` (default: the current device) to finish."""
+    _runtime("_cuda_synchronize")(_device_index(device))
+
+
+def current_stream(device=None):
+    index = _device_index(device)
+    return Stream._from_handle(_runtime("_cuda_current_stream")(index), index)
+
+
+def default_stream(device=None):
+    return Stream._from_handle(0, _device_index(device))
+
+
+def set_stream(stream):
+    if stream is not None:
+        _runtime("_cuda_set_stream")(stream.device_index, stream.cuda_stream)
+
+
+@contextlib.contextmanager
+def stream(stream):
+    """Makes `stream` current on its device for the body (None: no change)."""
+    if stream is None:
+        yield
+        return
+    prev = current_stream(stream.device_index)
+    set_stream(stream)
+    try:
+        yield stream
+    finally:
+        set_stream(prev)
+
+
+class StreamContext:
+    def __init__(self, stream):
+        self.stream = stream
+        self._cm = None
+
+    def __enter__(self):
+        self._cm = stream(self.stream)
+        return self._cm.__enter__()
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)

@@ -1,0 +1,364 @@
+// The caching device allocator behind every CUDA tensor.
+//
+// Note [CUDA caching allocator]
+// cudaMalloc and cudaFree synchronize the device and cost tens of microseconds,
+// so kiln calls them only when the cache cannot serve a request, never on the
+// per-op path. Memory comes in segments (one cudaMalloc each) cut into blocks:
+// - sizes round up to 512 bytes; requests up to 1 MB come from the small pool
+//   (2 MB segments), larger ones from the large pool (20 MB segments up to
+//   10 MB, else the request rounded up to 2 MB);
+// - a free block is found by best fit (smallest block >= size) and split when
+//   the rest is worth keeping (>= 512 B small, > 1 MB large); freed blocks merge
+//   with free neighbours of their segment, so fragmentation does not accumulate;
+// - pools are per device and keyed by stream: a block freed on stream s is
+//   reused only by work on s, which stream order makes safe without events.
+//   Tensor.record_stream(t) marks other streams; a freed block used there waits
+//   for events on those streams before it returns to the pool;
+// - when cudaMalloc fails, every unused cached segment is released (cudaFree)
+//   and the call retried; if it fails again kiln raises OutOfMemoryError with
+//   the request, kiln's allocated and cached bytes, the device's free/total
+//   memory and the largest live allocations. Nothing is left half-done, so the
+//   process can free tensors and go on.
+// The allocator registers for DeviceType::CUDA when libkiln loads without
+// touching the driver; the first allocation resolves the device (and raises a
+// RuntimeError naming it when there is no GPU). It is never destroyed: tensors
+// may outlive static destructors at interpreter exit.
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "core/allocator.h"
+#include "cuda/check.h"
+#include "cuda/device.h"
+#include "cuda/internal.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr size_t kRound = 512;
+constexpr size_t kSmallSize = 1 << 20;
+constexpr size_t kSmallSegment = 2 << 20;
+constexpr size_t kMidSize = 10 << 20;
+constexpr size_t kLargeSegment = 20 << 20;
+constexpr size_t kLargeRound = 2 << 20;
+
+struct Block {
+  Block(int dev, cudaStream_t s, size_t n, void* p, bool sm)
+      : device(dev), stream(s), size(n), ptr(p), small(sm) {}
+  int device;
+  cudaStream_t stream;
+  size_t size;
+  void* ptr;
+  bool small;
+  bool allocated = false;
+  size_t requested = 0;
+  int pending_events = 0;
+  Block* prev = nullptr;  // neighbours within the segment
+  Block* next = nullptr;
+  std::vector<cudaStream_t> stream_uses;
+};
+
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream)
+      return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+  }
+};
+
+using Pool = std::set<Block*, BlockOrder>;
+
+struct DeviceState {
+  Pool small, large;
+  std::unordered_map<void*, Block*> active;
+  std::deque<std::pair<cudaEvent_t, Block*>> pending;  // freed, waiting on other streams
+  MemoryStats stats;
+};
+
+std::string format_bytes(int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream ss;
+  ss.precision(u == 0 ? 0 : 2);
+  ss << std::fixed << v << " " << units[u] << " (" << n << " bytes)";
+  return ss.str();
+}
+
+class CachingAllocator final : public Allocator {
+ public:
+  std::shared_ptr<void> allocate(size_t nbytes, Device device) override {
+    const int dev = resolve_device(device, "cuda allocator");
+    cudaStream_t stream = stream_of(dev);
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceState& st = state(dev);
+    process_events(st);
+    const size_t size = std::max(kRound, (nbytes + kRound - 1) / kRound * kRound);
+    const bool small = size <= kSmallSize;
+    Pool& pool = small ? st.small : st.large;
+    Block key{dev, stream, size, nullptr, small};
+    Block* b = nullptr;
+    auto it = pool.lower_bound(&key);
+    if (it != pool.end() && (*it)->stream == stream) {
+      b = *it;
+      pool.erase(it);
+    } else {
+      const size_t seg = small ? kSmallSegment
+                         : size < kMidSize ? kLargeSegment
+                                           : (size + kLargeRound - 1) / kLargeRound * kLargeRound;
+      void* p = cuda_malloc(st, dev, seg, nbytes);
+      b = new Block{dev, stream, seg, p, small};
+    }
+    const size_t rest = b->size - size;
+    if (small ? rest >= kRound : rest > kSmallSize) {
+      Block* r = new Block{dev, stream, rest, static_cast<char*>(b->ptr) + size, small};
+      r->prev = b;
+      r->next = b->next;
+      if (b->next) b->next->prev = r;
+      b->next = r;
+      b->size = size;
+      pool.insert(r);
+    }
+    b->allocated = true;
+    b->requested = nbytes;
+    st.active[b->ptr] = b;
+    MemoryStats& s = st.stats;
+    s.allocated += b->size;
+    s.max_allocated = std::max(s.max_allocated, s.allocated);
+    s.requested += nbytes;
+    s.num_allocs++;
+    s.active_blocks++;
+    return std::shared_ptr<void>(b->ptr, [this](void* p) { free(p); });
+  }
+
+  void record_stream(void* ptr, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& st : devices_) {
+      if (!st) continue;
+      auto it = st->active.find(ptr);
+      if (it == st->active.end()) continue;
+      Block* b = it->second;
+      if (stream != b->stream &&
+          std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end())
+        b->stream_uses.push_back(stream);
+      return;
+    }
+  }
+
+  MemoryStats stats(int dev) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state(dev).stats;
+  }
+
+  void reset_peaks(int dev) {
+    std::lock_guard<std::mutex> lock(mu_);
+    MemoryStats& s = state(dev).stats;
+    s.max_allocated = s.allocated;
+    s.max_reserved = s.reserved;
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t d = 0; d < devices_.size(); ++d)
+      if (devices_[d]) release_cached(*devices_[d], static_cast<int>(d));
+  }
+
+ private:
+  DeviceState& state(int dev) {
+    if (devices_.size() <= static_cast<size_t>(dev)) devices_.resize(dev + 1);
+    if (!devices_[dev]) devices_[dev] = std::make_unique<DeviceState>();
+    return *devices_[dev];
+  }
+
+  // Runs from tensor deleters: must not throw.
+  void free(void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (!devices_[d]) continue;
+      DeviceState& st = *devices_[d];
+      auto it = st.active.find(p);
+      if (it == st.active.end()) continue;
+      Block* b = it->second;
+      st.active.erase(it);
+      b->allocated = false;
+      MemoryStats& s = st.stats;
+      s.allocated -= b->size;
+      s.requested -= b->requested;
+      s.num_frees++;
+      s.active_blocks--;
+      if (!b->stream_uses.empty()) {
+        int prev = 0;
+        cudaGetDevice(&prev);
+        cudaSetDevice(b->device);
+        for (cudaStream_t use : b->stream_uses) {
+          cudaEvent_t e;
+          if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess ||
+              cudaEventRecord(e, use) != cudaSuccess) {
+            cudaGetLastError();
+            continue;
+          }
+          b->pending_events++;
+          st.pending.emplace_back(e, b);
+        }
+        cudaSetDevice(prev);
+        b->stream_uses.clear();
+        if (b->pending_events > 0) return;
+      }
+      return_block(st, b);
+      return;
+    }
+  }
+
+  // Puts a free block back into its pool, merged with free neighbours.
+  void return_block(DeviceState& st, Block* b) {
+    Pool& pool = b->small ? st.small : st.large;
+    auto mergeable = [](Block* n) { return n && !n->allocated && n->pending_events == 0; };
+    if (mergeable(b->prev)) {
+      Block* p = b->prev;
+      pool.erase(p);
+      p->size += b->size;
+      p->next = b->next;
+      if (b->next) b->next->prev = p;
+      delete b;
+      b = p;
+    }
+    if (mergeable(b->next)) {
+      Block* n = b->next;
+      pool.erase(n);
+      b->size += n->size;
+      b->next = n->next;
+      if (n->next) n->next->prev = b;
+      delete n;
+    }
+    pool.insert(b);
+  }
+
+  // Returns blocks whose cross-stream uses have finished (wait: block until they do).
+  void process_events(DeviceState& st, bool wait = false) {
+    while (!st.pending.empty()) {
+      auto [e, b] = st.pending.front();
+      cudaError_t r = wait ? cudaEventSynchronize(e) : cudaEventQuery(e);
+      if (r == cudaErrorNotReady) {
+        cudaGetLastError();
+        break;
+      }
+      cudaEventDestroy(e);
+      st.pending.pop_front();
+      if (--b->pending_events == 0) return_block(st, b);
+    }
+  }
+
+  // cudaFree for every cached segment that is wholly unused.
+  void release_cached(DeviceState& st, int dev) {
+    DeviceGuard g(dev);
+    process_events(st, true);
+    for (Pool* pool : {&st.small, &st.large}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* b = *it;
+        if (b->prev || b->next) {
+          ++it;
+          continue;
+        }
+        cudaFree(b->ptr);
+        st.stats.reserved -= b->size;
+        st.stats.num_cuda_frees++;
+        st.stats.segments--;
+        it = pool->erase(it);
+        delete b;
+      }
+    }
+    cudaGetLastError();
+  }
+
+  void* cuda_malloc(DeviceState& st, int dev, size_t seg, size_t nbytes) {
+    DeviceGuard g(dev);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, seg);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      st.stats.num_alloc_retries++;
+      release_cached(st, dev);
+      err = cudaMalloc(&p, seg);
+    }
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      st.stats.num_ooms++;
+      fail(ErrorKind::OutOfMemory, oom_message(st, dev, nbytes));
+    }
+    KILN_CUDA_CHECK(err, "cuda allocator");
+    st.stats.reserved += seg;
+    st.stats.max_reserved = std::max(st.stats.max_reserved, st.stats.reserved);
+    st.stats.num_cuda_mallocs++;
+    st.stats.segments++;
+    return p;
+  }
+
+  std::string oom_message(DeviceState& st, int dev, size_t nbytes) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+    std::vector<size_t> live;
+    for (auto& [p, b] : st.active) live.push_back(b->requested);
+    std::sort(live.rbegin(), live.rend());
+    std::ostringstream ss;
+    ss << "[cuda allocator] CUDA out of memory. Tried to allocate "
+       << format_bytes(static_cast<int64_t>(nbytes)) << " on cuda:" << dev
+       << ". kiln holds " << format_bytes(st.stats.allocated) << " allocated in "
+       << st.stats.active_blocks << " live tensors and "
+       << format_bytes(st.stats.reserved - st.stats.allocated)
+       << " reserved but unused; the device has " << format_bytes(static_cast<int64_t>(free_b))
+       << " free of " << format_bytes(static_cast<int64_t>(total_b)) << " total.";
+    if (!live.empty()) {
+      ss << " Largest live allocations:";
+      for (size_t i = 0; i < live.size() && i < 5; ++i)
+        ss << (i ? ", " : " ") << format_bytes(static_cast<int64_t>(live[i]));
+      ss << ".";
+    }
+    ss << " Free tensors that are no longer needed (del, or smaller batches) and retry.";
+    return ss.str();
+  }
+
+  std::mutex mu_;
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+};
+
+CachingAllocator& caching_allocator() {
+  static auto* instance = new CachingAllocator();
+  return *instance;
+}
+
+const bool g_registered = [] {
+  register_allocator(DeviceType::CUDA, &caching_allocator());
+  return true;
+}();
+
+}  // namespace
+
+MemoryStats memory_stats(int device) {
+  return caching_allocator().stats(
+      resolve_device(Device(DeviceType::CUDA, device), "cuda.memory_stats"));
+}
+
+void reset_peak_memory_stats(int device) {
+  caching_allocator().reset_peaks(
+      resolve_device(Device(DeviceType::CUDA, device), "cuda.reset_peak_memory_stats"));
+}
+
+void empty_cache() { caching_allocator().empty_cache(); }
+
+void record_stream(const Tensor& t, StreamHandle s) {
+  KILN_CHECK(t.device().is_cuda(), Runtime, "[record_stream] expected a CUDA tensor, got one on ",
+             t.device());
+  caching_allocator().record_stream(t.storage()->data.get(), static_cast<cudaStream_t>(s));
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,189 @@
+// Devices, streams and events of kiln's CUDA runtime (cuda/runtime.h).
+#include "cuda/runtime.h"
+
+#include <array>
+#include <mutex>
+
+#include "cuda/check.h"
+#include "cuda/device.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+constexpr int kStreamsPerPool = 32;
+
+// Per thread and device: the stream kernels go to (nullptr: the legacy default stream).
+thread_local std::array<StreamHandle, kMaxDevices> t_current_stream{};
+
+}  // namespace
+
+int resolve_device(Device d, const char* op) {
+  const int count = device_count();
+  KILN_CHECK(count > 0, Runtime, "[", op, "] cannot use device ", d,
+             ": no CUDA device is available (no GPU, no driver, or CUDA_VISIBLE_DEVICES is empty)");
+  const int index = d.index < 0 ? current_device() : d.index;
+  KILN_CHECK(index < count, Runtime, "[", op, "] invalid device ", Device(DeviceType::CUDA, index),
+             ": ", count, " CUDA device(s) visible");
+  return index;
+}
+
+int current_device() {
+  KILN_CHECK(device_count() > 0, Runtime, "[cuda.current_device] no CUDA device is available");
+  int d = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&d), "cuda.current_device");
+  return d;
+}
+
+void set_device(int index) {
+  resolve_device(Device(DeviceType::CUDA, index), "cuda.set_device");
+  KILN_CUDA_CHECK(cudaSetDevice(index), "cuda.set_device");
+}
+
+DeviceProperties device_properties(int index) {
+  index = resolve_device(Device(DeviceType::CUDA, index), "cuda.get_device_properties");
+  cudaDeviceProp p;
+  KILN_CUDA_CHECK(cudaGetDeviceProperties(&p, index), "cuda.get_device_properties");
+  DeviceProperties out;
+  out.name = p.name;
+  out.total_memory = p.totalGlobalMem;
+  out.multi_processor_count = p.multiProcessorCount;
+  out.major = p.major;
+  out.minor = p.minor;
+  return out;
+}
+
+void synchronize(int index) {
+  DeviceGuard g(resolve_device(Device(DeviceType::CUDA, index), "cuda.synchronize"));
+  KILN_CUDA_CHECK(cudaDeviceSynchronize(), "cuda.synchronize");
+}
+
+DeviceGuard::DeviceGuard(int index) {
+  KILN_CUDA_CHECK(cudaGetDevice(&previous_), "device guard");
+  if (index != previous_) KILN_CUDA_CHECK(cudaSetDevice(index), "device guard");
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = previous_;
+  cudaGetDevice(&now);
+  if (now != previous_) cudaSetDevice(previous_);
+}
+
+StreamHandle current_stream(int device) {
+  if (device < 0) device = current_device();
+  return t_current_stream[device];
+}
+
+void set_current_stream(int device, StreamHandle s) {
+  device = resolve_device(Device(DeviceType::CUDA, device), "cuda.set_stream");
+  t_current_stream[device] = s;
+}
+
+StreamHandle new_stream(int device, int priority) {
+  // Streams are handed out round-robin from a lazily created pool per device and
+  // priority class, so creating many Stream objects never leaks driver streams.
+  static std::mutex mu;
+  static std::array<std::array<cudaStream_t, kStreamsPerPool>, kMaxDevices * 2> pools{};
+  static std::array<int, kMaxDevices * 2> next{};
+  device = resolve_device(Device(DeviceType::CUDA, device), "cuda.Stream");
+  const int cls = priority < 0 ? 1 : 0;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& pool = pools[device * 2 + cls];
+  int& i = next[device * 2 + cls];
+  cudaStream_t& s = pool[i];
+  i = (i + 1) % kStreamsPerPool;
+  if (!s) {
+    DeviceGuard g(device);
+    int lo = 0, hi = 0;
+    KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi), "cuda.Stream");
+    KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, cls ? hi : lo),
+                    "cuda.Stream");
+  }
+  return s;
+}
+
+bool stream_query(StreamHandle s, int device) {
+  DeviceGuard g(device);
+  cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(s));
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  KILN_CUDA_CHECK(e, "cuda.Stream.query");
+  return true;
+}
+
+void stream_synchronize(StreamHandle s, int device) {
+  DeviceGuard g(device);
+  KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cuda.Stream.synchronize");
+}
+
+Event::Event(bool enable_timing, bool blocking) : timing_(enable_timing), blocking_(blocking) {}
+
+Event::~Event() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void Event::record(StreamHandle s, int device) {
+  KILN_CHECK(!event_ || device == device_, Runtime, "[cuda.Event.record] event is on cuda:",
+             device_, " but the stream is on cuda:", device);
+  DeviceGuard g(device);
+  if (!event_) {
+    unsigned flags = (timing_ ? 0 : cudaEventDisableTiming) | (blocking_ ? cudaEventBlockingSync : 0);
+    cudaEvent_t e;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags), "cuda.Event.record");
+    event_ = e;
+    device_ = device;
+  }
+  KILN_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(s)),
+                  "cuda.Event.record");
+}
+
+void Event::wait(StreamHandle s, int device) {
+  if (!event_) return;
+  DeviceGuard g(device);
+  KILN_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s),
+                                      static_cast<cudaEvent_t>(event_), 0),
+                  "cuda.Event.wait");
+}
+
+bool Event::query() const {
+  if (!event_) return true;
+  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  KILN_CUDA_CHECK(e, "cuda.Event.query");
+  return true;
+}
+
+void Event::synchronize() const {
+  if (!event_) return;
+  KILN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cuda.Event.synchronize");
+}
+
+float Event::elapsed_time(const Event& end) const {
+  KILN_CHECK(timing_ && end.timing_, Runtime,
+             "[cuda.Event.elapsed_time] both events must be created with enable_timing=True");
+  KILN_CHECK(event_ && end.event_, Runtime,
+             "[cuda.Event.elapsed_time] both events must be recorded before calculating elapsed time");
+  float ms = 0;
+  KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(event_),
+                                       static_cast<cudaEvent_t>(end.event_)),
+                  "cuda.Event.elapsed_time");
+  return ms;
+}
+
+namespace {
+thread_local bool t_non_blocking = false;
+}  // namespace
+
+NonBlockingGuard::NonBlockingGuard(bool non_blocking) : previous_(t_non_blocking) {
+  t_non_blocking = non_blocking;
+}
+NonBlockingGuard::~NonBlockingGuard() { t_non_blocking = previous_; }
+bool non_blocking_copies() { return t_non_blocking; }
+
+}  // namespace kiln::cuda
