@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "core/tensor.h"
+// Every binding file must see kiln's type casters (ODR: one specialization everywhere).
+#include "python/casters.h"
 
 namespace kiln::python {
 
