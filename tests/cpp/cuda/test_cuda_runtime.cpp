@@ -1,0 +1,77 @@
+// The CUDA runtime from C++: copies through the backend, the caching
+// allocator's statistics and reuse, out-of-memory recovery, and the clear error
+// on machines without a GPU. GPU cases skip where there is none (CI).
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "cuda/device.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/view.h"
+#ifdef KILN_WITH_CUDA
+#include "cuda/runtime.h"
+#endif
+
+namespace kiln {
+namespace {
+
+const Device kCuda(DeviceType::CUDA, 0);
+
+#define REQUIRE_GPU() \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+TEST(CudaRuntime, NoGpuIsAClearError) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  try {
+    zeros({3}, DType::Float32, kCuda);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+}
+
+#ifdef KILN_WITH_CUDA
+
+TEST(CudaRuntime, StridedRoundTripWithCast) {
+  REQUIRE_GPU();
+  Tensor x = empty({4, 6}, DType::Float64);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<double>()[i] = 0.5 * static_cast<double>(i);
+  Tensor d = to_dtype(to_device(transpose(x, 0, 1), kCuda), DType::Float32);
+  Tensor back = to_device(to_dtype(d, DType::Float64), Device());
+  ASSERT_EQ(back.sizes(), (Shape{6, 4}));
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      EXPECT_EQ(back.data<double>()[i * 4 + j], 0.5 * static_cast<double>(j * 6 + i));
+}
+
+TEST(CudaRuntime, AllocatorReusesAndCounts) {
+  REQUIRE_GPU();
+  const cuda::MemoryStats before = cuda::memory_stats(0);
+  {
+    Tensor a = empty({1 << 18}, DType::Float32, kCuda);  // 1 MiB: the small pool's limit
+    EXPECT_EQ(cuda::memory_stats(0).allocated, before.allocated + (1 << 20));
+  }
+  EXPECT_EQ(cuda::memory_stats(0).allocated, before.allocated);
+  const int64_t mallocs = cuda::memory_stats(0).num_cuda_mallocs;
+  for (int i = 0; i < 10; ++i) empty({1 << 18}, DType::Float32, kCuda);
+  EXPECT_EQ(cuda::memory_stats(0).num_cuda_mallocs, mallocs);
+}
+
+TEST(CudaRuntime, OutOfMemoryIsRecoverable) {
+  REQUIRE_GPU();
+  try {
+    empty({int64_t(1) << 40}, DType::UInt8, kCuda);
+    FAIL() << "expected OutOfMemory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("1099511627776"), std::string::npos) << e.what();
+  }
+  Tensor ok = full({8}, 3.0, DType::Float32, kCuda);
+  EXPECT_EQ(to_device(ok, Device()).data<float>()[7], 3.0f);
+}
+
+#endif
+
+}  // namespace
+}  // namespace kiln
