@@ -59,6 +59,13 @@ void synchronize(int index) {
   KILN_CUDA_CHECK(cudaDeviceSynchronize(), "cuda.synchronize");
 }
 
+std::pair<size_t, size_t> mem_get_info(int index) {
+  DeviceGuard g(resolve_device(Device(DeviceType::CUDA, index), "cuda.mem_get_info"));
+  size_t free_b = 0, total_b = 0;
+  KILN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b), "cuda.mem_get_info");
+  return {free_b, total_b};
+}
+
 DeviceGuard::DeviceGuard(int index) {
   KILN_CUDA_CHECK(cudaGetDevice(&previous_), "device guard");
   if (index != previous_) KILN_CUDA_CHECK(cudaSetDevice(index), "device guard");

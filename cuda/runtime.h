@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -30,6 +31,8 @@ struct DeviceProperties {
 };
 DeviceProperties device_properties(int index);
 void synchronize(int index);
+// {free, total} bytes of the device, as the driver reports them.
+std::pair<size_t, size_t> mem_get_info(int index);
 
 // Makes `index` current for its lifetime (no driver call when it already is).
 class DeviceGuard {

@@ -27,7 +27,11 @@ uintptr_t from_stream(cuda::StreamHandle s) { return reinterpret_cast<uintptr_t>
 void init_cuda_runtime(py::module_& m) {
   m.def("_cuda_current_device", &cuda::current_device);
   m.def("_cuda_set_device", &cuda::set_device, py::arg("device"));
-  m.def("_cuda_synchronize", &cuda::synchronize, py::arg("device"));
+  m.def("_cuda_synchronize", [](int device) {
+    py::gil_scoped_release nogil;
+    cuda::synchronize(device);
+  }, py::arg("device"));
+  m.def("_cuda_mem_get_info", &cuda::mem_get_info, py::arg("device"));
   m.def("_cuda_resolve_device", [](int index) {
     return cuda::resolve_device(Device(DeviceType::CUDA, index), "cuda");
   });

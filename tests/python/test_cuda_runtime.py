@@ -154,6 +154,8 @@ def test_memory_stats_follow_tensors():
     stats = kiln.cuda.memory_stats()
     assert stats["allocated_bytes.all.current"] == base
     assert "kiln CUDA memory summary" in kiln.cuda.memory_summary()
+    free, total = kiln.cuda.mem_get_info()
+    assert 0 < free <= total
 
 
 @requires_gpu
@@ -234,6 +236,9 @@ def test_streams_and_events():
         y = x.cuda()
         z = y.t().contiguous()
         back = z.cpu()
+    assert kiln.cuda.current_stream() == default
+    with s:
+        assert kiln.cuda.current_stream() == s
     assert kiln.cuda.current_stream() == default
     np.testing.assert_array_equal(back.numpy(), x.numpy().T)
     s.synchronize()

@@ -11,6 +11,7 @@ from kiln.cuda.memory import (  # noqa: F401
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
+    mem_get_info,
     memory_allocated,
     memory_reserved,
     memory_stats,

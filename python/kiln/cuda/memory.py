@@ -36,6 +36,11 @@ def empty_cache():
     _runtime("_cuda_empty_cache")()
 
 
+def mem_get_info(device=None):
+    """(free, total) bytes of `device` as the driver sees them (other processes included)."""
+    return tuple(_runtime("_cuda_mem_get_info")(_device_index(device)))
+
+
 def memory_summary(device=None, abbreviated=False):
     s = memory_stats(device)
     mib = 1024 * 1024

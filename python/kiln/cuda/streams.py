@@ -42,6 +42,15 @@ class Stream:
         event.record(self)
         return event
 
+    def __enter__(self):
+        self._prev = _C._cuda_current_stream(self.device_index)
+        _C._cuda_set_stream(self.device_index, self.cuda_stream)
+        return self
+
+    def __exit__(self, *exc):
+        _C._cuda_set_stream(self.device_index, self._prev)
+        return False
+
     def __eq__(self, other):
         return (isinstance(other, Stream) and self.cuda_stream == other.cuda_stream
                 and self.device_index == other.device_index)
