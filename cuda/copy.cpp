@@ -51,7 +51,8 @@ StridedShape merged_shape(const Tensor& dst, const Tensor* src, const char* op) 
 }
 
 bool flat(const StridedShape& s, bool with_src) {
-  return s.ndim == 0 || (s.ndim == 1 && s.dst_strides[0] == 1 && (!with_src || s.src_strides[0] == 1));
+  return s.ndim == 0 ||
+         (s.ndim == 1 && s.dst_strides[0] == 1 && (!with_src || s.src_strides[0] == 1));
 }
 
 size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
@@ -158,7 +159,8 @@ void fill_tensor(const Tensor& dst, Scalar value) {
   uint64_t bits = 0;
   dispatch_all(dst.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T v = value.is_floating() ? cpu::convert<T>(value.to_double()) : cpu::convert<T>(value.to_int());
+    const T v = value.is_floating() ? cpu::convert<T>(value.to_double())
+                                    : cpu::convert<T>(value.to_int());
     std::memcpy(&bits, &v, sizeof(T));
   });
   StridedShape shape = merged_shape(dst, nullptr, "fill_");

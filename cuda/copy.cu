@@ -76,34 +76,40 @@ __global__ void copy_kernel(Dst* dst, const void* src, DType src_dtype, int64_t 
 template <typename Dst>
 void launch_typed(void* dst, const void* src, DType src_dtype, int64_t n,
                   const StridedShape& shape, bool contiguous, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 16));
+  Dst* out = static_cast<Dst*>(dst);
   if (contiguous) {
-    copy_kernel<Dst, true><<<blocks, kThreads, 0, stream>>>(static_cast<Dst*>(dst), src,
-                                                            src_dtype, n, shape);
+    copy_kernel<Dst, true><<<grid_for(n), kThreads, 0, stream>>>(out, src, src_dtype, n, shape);
   } else {
-    copy_kernel<Dst, false><<<blocks, kThreads, 0, stream>>>(static_cast<Dst*>(dst), src,
-                                                             src_dtype, n, shape);
+    copy_kernel<Dst, false><<<grid_for(n), kThreads, 0, stream>>>(out, src, src_dtype, n, shape);
   }
   KILN_CUDA_CHECK_LAUNCH("copy_");
 }
+
+// kiln's C++ type for a dtype -> the CUDA type with the same bits.
+template <typename T>
+struct cuda_type {
+  using type = T;
+};
+template <>
+struct cuda_type<Eigen::half> {
+  using type = __half;
+};
+template <>
+struct cuda_type<Eigen::bfloat16> {
+  using type = __nv_bfloat16;
+};
 
 }  // namespace
 
 void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n,
                  const StridedShape& shape, bool contiguous, cudaStream_t stream) {
   switch (dst_dtype) {
-    case DType::Bool: return launch_typed<bool>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::UInt8: return launch_typed<uint8_t>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::Int8: return launch_typed<int8_t>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::Int16: return launch_typed<int16_t>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::Int32: return launch_typed<int32_t>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::Int64: return launch_typed<int64_t>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::Float16: return launch_typed<__half>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::BFloat16:
-      return launch_typed<__nv_bfloat16>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::Float32: return launch_typed<float>(dst, src, src_dtype, n, shape, contiguous, stream);
-    case DType::Float64: return launch_typed<double>(dst, src, src_dtype, n, shape, contiguous, stream);
+#define KILN_COPY_CASE(ctype, name, pyname)                                                 \
+  case DType::name:                                                                      \
+    return launch_typed<cuda_type<ctype>::type>(dst, src, src_dtype, n, shape, contiguous, \
+                                                stream);
+    KILN_FORALL_DTYPES(KILN_COPY_CASE)
+#undef KILN_COPY_CASE
   }
 }
 

@@ -29,13 +29,11 @@ __global__ void fill_kernel(U* dst, U value, int64_t n, StridedShape shape) {
 template <typename U>
 void launch_width(void* dst, uint64_t bits, int64_t n, const StridedShape& shape, bool contiguous,
                   cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 16));
   const U v = static_cast<U>(bits);
   if (contiguous) {
-    fill_kernel<U, true><<<blocks, kThreads, 0, stream>>>(static_cast<U*>(dst), v, n, shape);
+    fill_kernel<U, true><<<grid_for(n), kThreads, 0, stream>>>(static_cast<U*>(dst), v, n, shape);
   } else {
-    fill_kernel<U, false><<<blocks, kThreads, 0, stream>>>(static_cast<U*>(dst), v, n, shape);
+    fill_kernel<U, false><<<grid_for(n), kThreads, 0, stream>>>(static_cast<U*>(dst), v, n, shape);
   }
   KILN_CUDA_CHECK_LAUNCH("fill_");
 }

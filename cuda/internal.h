@@ -15,6 +15,13 @@ inline cudaStream_t stream_of(int device) {
   return static_cast<cudaStream_t>(current_stream(device));
 }
 
+// Blocks of kThreads for a grid-stride loop over n elements.
+constexpr int kThreads = 256;
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < (1 << 16) ? blocks : (1 << 16));
+}
+
 // Sizes and element strides of a strided copy or fill, dims merged where possible.
 constexpr int kMaxCopyDims = 8;
 struct StridedShape {

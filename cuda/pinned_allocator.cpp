@@ -119,7 +119,9 @@ void pinned_record_stream(const void* ptr, cudaStream_t stream) {
   pinned_allocator().record_stream(ptr, stream);
 }
 
-bool is_pinned(const Tensor& t) { return t.device().is_cpu() && t.storage() && t.storage()->pinned; }
+bool is_pinned(const Tensor& t) {
+  return t.device().is_cpu() && t.storage() && t.storage()->pinned;
+}
 
 Tensor pin_memory(const Tensor& t) {
   KILN_CHECK(t.device().is_cpu(), Runtime, "[pin_memory] cannot pin a tensor on ", t.device(),

@@ -137,7 +137,8 @@ void Event::record(StreamHandle s, int device) {
              device_, " but the stream is on cuda:", device);
   DeviceGuard g(device);
   if (!event_) {
-    unsigned flags = (timing_ ? 0 : cudaEventDisableTiming) | (blocking_ ? cudaEventBlockingSync : 0);
+    const unsigned flags =
+        (timing_ ? 0 : cudaEventDisableTiming) | (blocking_ ? cudaEventBlockingSync : 0);
     cudaEvent_t e;
     KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags), "cuda.Event.record");
     event_ = e;
@@ -175,7 +176,8 @@ float Event::elapsed_time(const Event& end) const {
   KILN_CHECK(timing_ && end.timing_, Runtime,
              "[cuda.Event.elapsed_time] both events must be created with enable_timing=True");
   KILN_CHECK(event_ && end.event_, Runtime,
-             "[cuda.Event.elapsed_time] both events must be recorded before calculating elapsed time");
+             "[cuda.Event.elapsed_time] both events must be recorded before calculating "
+             "elapsed time");
   float ms = 0;
   KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(event_),
                                        static_cast<cudaEvent_t>(end.event_)),

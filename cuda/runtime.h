@@ -6,10 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "core/tensor.h"
 

@@ -71,8 +71,9 @@ void init_cuda_runtime(py::module_& m) {
   m.def("_cuda_reset_peak_memory_stats", &cuda::reset_peak_memory_stats, py::arg("device"));
   m.def("_cuda_empty_cache", &cuda::empty_cache);
 
-  m.def("_cuda_current_stream", [](int device) { return from_stream(cuda::current_stream(device)); },
-        py::arg("device"));
+  m.def("_cuda_current_stream", [](int device) {
+    return from_stream(cuda::current_stream(device));
+  }, py::arg("device"));
   m.def("_cuda_set_stream", [](int device, uintptr_t s) {
     cuda::set_current_stream(device, to_stream(s));
   }, py::arg("device"), py::arg("stream"));

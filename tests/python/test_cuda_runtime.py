@@ -286,7 +286,8 @@ def test_cuda_request_without_gpu_is_a_clear_error():
     code = (
         "import kiln\n"
         "for f in (lambda: kiln.zeros(3, device='cuda'), lambda: kiln.tensor([1.0]).cuda(),\n"
-        "          lambda: kiln.cuda.memory_allocated(), lambda: kiln.tensor([1.0]).pin_memory()):\n"
+        "          lambda: kiln.cuda.memory_allocated(),\n"
+        "          lambda: kiln.tensor([1.0]).pin_memory()):\n"
         "    try:\n"
         "        f()\n"
         "    except RuntimeError as e:\n"

@@ -49,7 +49,8 @@ def memory_summary(device=None, abbreviated=False):
         f"  allocated: {s['allocated_bytes.all.current'] / mib:.2f} MiB "
         f"(peak {s['allocated_bytes.all.peak'] / mib:.2f} MiB) in {s['active.all.current']} blocks",
         f"  reserved:  {s['reserved_bytes.all.current'] / mib:.2f} MiB "
-        f"(peak {s['reserved_bytes.all.peak'] / mib:.2f} MiB) in {s['segment.all.current']} segments",
+        f"(peak {s['reserved_bytes.all.peak'] / mib:.2f} MiB) "
+        f"in {s['segment.all.current']} segments",
         f"  cudaMalloc calls: {s['num_device_alloc']}, cudaFree calls: {s['num_device_free']}, "
         f"retries: {s['num_alloc_retries']}, OOMs: {s['num_ooms']}",
     ]

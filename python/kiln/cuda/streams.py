@@ -59,7 +59,8 @@ class Stream:
         return hash((self.cuda_stream, self.device_index))
 
     def __repr__(self):
-        return f"<kiln.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.cuda_stream:#x}>"
+        return (f"<kiln.cuda.Stream device=cuda:{self.device_index} "
+                f"cuda_stream={self.cuda_stream:#x}>")
 
 
 def _current(stream):
