@@ -3,6 +3,8 @@
 // on machines without a GPU. GPU cases skip where there is none (CI).
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/error.h"
 #include "cuda/device.h"
 #include "ops/copy.h"
@@ -56,6 +58,49 @@ TEST(CudaRuntime, AllocatorReusesAndCounts) {
   const int64_t mallocs = cuda::memory_stats(0).num_cuda_mallocs;
   for (int i = 0; i < 10; ++i) empty({1 << 18}, DType::Float32, kCuda);
   EXPECT_EQ(cuda::memory_stats(0).num_cuda_mallocs, mallocs);
+}
+
+TEST(CudaRuntime, SplitBlocksMergeBack) {
+  REQUIRE_GPU();
+  cuda::empty_cache();
+  ASSERT_EQ(cuda::memory_stats(0).allocated, 0) << "a CUDA tensor outlived an earlier test";
+  const int64_t mallocs = cuda::memory_stats(0).num_cuda_mallocs;
+  {
+    // Three 6 MiB blocks split from one 20 MiB segment; freed, they merge into one block
+    // that serves 18 MiB without another cudaMalloc.
+    std::vector<Tensor> parts;
+    for (int i = 0; i < 3; ++i) parts.push_back(empty({6 << 20}, DType::UInt8, kCuda));
+    EXPECT_EQ(cuda::memory_stats(0).num_cuda_mallocs, mallocs + 1);
+  }
+  Tensor whole = empty({18 << 20}, DType::UInt8, kCuda);
+  EXPECT_EQ(cuda::memory_stats(0).num_cuda_mallocs, mallocs + 1);
+}
+
+TEST(CudaRuntime, RandomAllocationsLeaveNothingBehind) {
+  REQUIRE_GPU();
+  cuda::empty_cache();
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  {
+    std::vector<Tensor> live;
+    for (int i = 0; i < 400; ++i) {
+      const int64_t n = next() % 4 == 0 ? int64_t(next() % (24 << 20)) : int64_t(next() % 4096);
+      live.push_back(empty({n}, DType::UInt8, kCuda));
+      if (next() % 3 == 0) live.erase(live.begin() + next() % live.size());
+    }
+    EXPECT_GE(cuda::memory_stats(0).reserved, cuda::memory_stats(0).allocated);
+  }
+  const cuda::MemoryStats s = cuda::memory_stats(0);
+  EXPECT_EQ(s.allocated, 0);
+  EXPECT_EQ(s.requested, 0);
+  EXPECT_EQ(s.active_blocks, 0);
+  // Every split block merged back into whole segments, so all of them are released.
+  cuda::empty_cache();
+  EXPECT_EQ(cuda::memory_stats(0).reserved, 0);
+  EXPECT_EQ(cuda::memory_stats(0).segments, 0);
 }
 
 TEST(CudaRuntime, OutOfMemoryIsRecoverable) {
