@@ -171,12 +171,13 @@ void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
   const char* name = op_name(op);
   const int64_t n = out.numel();
   if (n == 0) return;
+  LaunchContext ctx(out);
   auto calc = make_offset_calc<3>(out.sizes(), {&out, &a, &b}, name);
   const BinaryKind kind = op_kind(op);
   if (kind == BinaryKind::Compare) {
     dispatch_all(a.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      binary_compare_kernel<T><<<blocks_for(n), kThreads>>>(
+      binary_compare_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
           op, n, calc, out.data<bool>(), static_cast<const T*>(a.data_ptr()),
           static_cast<const T*>(b.data_ptr()));
     });
@@ -188,25 +189,26 @@ void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
                name, "] not implemented for dtype ", a.dtype());
     dispatch_all(a.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      binary_same_kernel<T><<<blocks_for(n), kThreads>>>(
+      binary_same_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
           op, n, calc, static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
           static_cast<const T*>(b.data_ptr()));
     });
   }
-  check_launch(name);
+  KILN_CUDA_CHECK_LAUNCH(name);
 }
 
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   const int64_t n = out.numel();
   if (n == 0) return;
+  LaunchContext ctx(out);
   auto calc = make_offset_calc<4>(out.sizes(), {&out, &cond, &a, &b}, "where");
   dispatch_all(out.dtype(), "where", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    where_same_kernel<T><<<blocks_for(n), kThreads>>>(
+    where_same_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
         n, calc, static_cast<T*>(out.data_ptr()), cond.data<bool>(),
         static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()));
   });
-  check_launch("where");
+  KILN_CUDA_CHECK_LAUNCH("where");
 }
 
 }  // namespace kiln::cuda

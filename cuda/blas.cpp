@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "cuda/kernels.h"
+#include "cuda/internal.h"
 
 namespace kiln::cuda {
 
@@ -49,7 +50,9 @@ Operand describe(const Tensor& t) {
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  DeviceGuard guard(out.device().index);
   cublasHandle_t h = handle_for_current_device();
+  check_cublas(cublasSetStream(h, stream_of(out.device().index)), "bmm");
   const Operand opa = describe(a), opb = describe(b);
   cudaDataType_t type;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;

@@ -20,6 +20,8 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "cuda/check.h"
+#include "cuda/internal.h"
 #include "ops/op_table.h"
 
 namespace kiln::cuda {
@@ -113,18 +115,13 @@ OffsetCalc<N> make_offset_calc(const Shape& shape, const std::array<const Tensor
   return c;
 }
 
-inline void check_launch(const char* op) {
-  cudaError_t err = cudaGetLastError();
-  KILN_CHECK(err == cudaSuccess, Runtime, "[", op, "] CUDA kernel launch failed: ",
-             cudaGetErrorString(err));
-}
-
-constexpr int kThreads = 256;
-
-inline int blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < (1 << 20) ? (b > 0 ? b : 1) : (1 << 20));
-}
+// The stream and device an op on `t` runs on (the thread's current stream).
+struct LaunchContext {
+  explicit LaunchContext(const Tensor& t)
+      : guard(t.device().index), stream(stream_of(t.device().index)) {}
+  DeviceGuard guard;
+  cudaStream_t stream;
+};
 
 // Host entry points (registered by install_elementwise_kernels).
 void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryParams& p);

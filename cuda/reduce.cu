@@ -59,12 +59,13 @@ __global__ void reduce_rows_kernel(ReduceOp op, int64_t inner, T* out, const T* 
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {
   const int64_t outer = in.size(0), inner = in.size(1);
   if (outer == 0) return;
+  LaunchContext ctx(out);
   dispatch_all(in.dtype(), "reduce", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    reduce_rows_kernel<T><<<static_cast<unsigned>(outer), kThreads>>>(
+    reduce_rows_kernel<T><<<static_cast<unsigned>(outer), kThreads, 0, ctx.stream>>>(
         op, inner, static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()));
   });
-  check_launch("reduce");
+  KILN_CUDA_CHECK_LAUNCH("reduce");
 }
 
 }  // namespace

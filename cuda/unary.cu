@@ -135,11 +135,12 @@ void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryPa
   const char* name = op_name(op);
   const int64_t n = out.numel();
   if (n == 0) return;
+  LaunchContext ctx(out);
   auto calc = make_offset_calc<2>(out.sizes(), {&out, &in}, name);
   if (op_kind(op) == UnaryKind::Bool) {
     dispatch_all(in.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      unary_bool_kernel<T><<<blocks_for(n), kThreads>>>(op, n, calc, out.data<bool>(),
+      unary_bool_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(op, n, calc, out.data<bool>(),
                                                          static_cast<const T*>(in.data_ptr()));
     });
   } else {
@@ -155,12 +156,12 @@ void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryPa
     }
     dispatch_all(in.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      unary_same_kernel<T><<<blocks_for(n), kThreads>>>(op, p, n, calc,
+      unary_same_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(op, p, n, calc,
                                                          static_cast<T*>(out.data_ptr()),
                                                          static_cast<const T*>(in.data_ptr()));
     });
   }
-  check_launch(name);
+  KILN_CUDA_CHECK_LAUNCH(name);
 }
 
 }  // namespace kiln::cuda

@@ -1,6 +1,10 @@
 #include "ops/backend.h"
 
 #include "ops/cpu/kernels.h"
+#ifdef KILN_WITH_CUDA
+#include "cuda/device.h"
+#include "cuda/runtime.h"
+#endif
 
 namespace kiln {
 
@@ -36,6 +40,17 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.row_gather) missing.push_back("row_gather");
   if (!b.row_scatter_add) missing.push_back("row_scatter_add");
   return missing;
+}
+
+Device concrete_device(Device d) {
+  if (!d.is_cuda() || d.index >= 0) return d;
+#ifdef KILN_WITH_CUDA
+  // Without a GPU, "cuda" stays cuda:0 so the allocator's error names it.
+  d.index = static_cast<int8_t>(cuda::device_count() > 0 ? cuda::current_device() : 0);
+#else
+  d.index = 0;
+#endif
+  return d;
 }
 
 const Backend& cuda_backend() { return backend(Device(DeviceType::CUDA, 0)); }

@@ -102,6 +102,8 @@ bool has_cuda_backend();
 // The kernel families `b` lacks (null entries), by field name. A backend is
 // complete, and kiln.cuda.is_available() true, when this is empty.
 std::vector<const char*> missing_kernel_families(const Backend& b);
+// A bare "cuda" (no index) as the thread's current CUDA device; other devices unchanged.
+Device concrete_device(Device d);
 // The registered CUDA backend; RuntimeError when there is none.
 const Backend& cuda_backend();
 

@@ -4,6 +4,9 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "ops/backend.h"
+#ifdef KILN_WITH_CUDA
+#include "cuda/runtime.h"
+#endif
 #include "ops/view.h"
 
 namespace kiln {
@@ -65,11 +68,16 @@ Tensor to_dtype(const Tensor& t, DType dtype, bool copy) {
   return out;
 }
 
-Tensor to_device(const Tensor& t, Device device, bool /*non_blocking*/, bool copy) {
-  if (device.is_cuda() && device.index < 0) device.index = 0;
+Tensor to_device(const Tensor& t, Device device, bool non_blocking, bool copy) {
+  device = concrete_device(device);
   if (t.device() == device && !copy) return t;
   Tensor out = make_tensor(t.sizes(), t.dtype(), device);
-  copy_data(out, t);
+  {
+#ifdef KILN_WITH_CUDA
+    cuda::NonBlockingGuard async_copy(non_blocking);
+#endif
+    copy_data(out, t);
+  }
   if (needs_grad({t})) {
     Device from = t.device();
     record("to", {t}, {out}, [from](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {

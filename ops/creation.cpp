@@ -10,16 +10,8 @@
 
 namespace kiln {
 
-namespace {
-Device resolve(Device d) {
-  // A bare "cuda" means the current device; the CUDA backend resolves it.
-  if (d.is_cuda() && d.index < 0) d.index = 0;
-  return d;
-}
-}  // namespace
-
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  return make_tensor(shape, dtype, resolve(device));
+  return make_tensor(shape, dtype, concrete_device(device));
 }
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
