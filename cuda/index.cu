@@ -1,0 +1,157 @@
+// CUDA kernels of the indexing families: offset take/put, row gather and
+// scatter-add (embedding, cross_entropy), and tril/triu. Front ends have
+// bounds-checked every offset and index (ops/index.cpp, ops/nn_functional.cpp).
+#include "cuda/elementwise.cuh"
+#include "cuda/kernels.h"
+#include "ops/dispatch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+#define KILN_GRID_STRIDE(i, n)                                              \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+template <typename T>
+__global__ void take_kernel(int64_t n, T* out, const T* in, const int64_t* offsets) {
+  KILN_GRID_STRIDE(i, n) { out[i] = in[offsets[i]]; }
+}
+
+template <typename T>
+__global__ void put_kernel(int64_t n, T* self, const int64_t* offsets, const T* values) {
+  KILN_GRID_STRIDE(i, n) { self[offsets[i]] = values[i]; }
+}
+
+// Atomic accumulation for the dtypes the hardware adds atomically.
+template <typename T>
+__device__ void atomic_add(T* address, T value) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(address),
+              static_cast<unsigned long long>(value));  // two's complement wraps the same
+  } else {
+    atomicAdd(address, value);
+  }
+}
+
+template <typename T>
+constexpr bool has_atomic_add = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16> ||
+                                std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+
+template <typename T>
+__global__ void put_add_kernel(int64_t n, T* self, const int64_t* offsets, const T* values) {
+  KILN_GRID_STRIDE(i, n) { atomic_add(self + offsets[i], values[i]); }
+}
+
+template <typename T>
+__global__ void row_gather_kernel(int64_t n, int64_t width, T* out, const T* src,
+                                  const int64_t* index) {
+  KILN_GRID_STRIDE(i, n) { out[i] = src[index[i / width] * width + i % width]; }
+}
+
+template <typename T>
+__global__ void row_scatter_add_kernel(int64_t n, int64_t width, T* out, const T* src,
+                                       const int64_t* index) {
+  KILN_GRID_STRIDE(i, n) { atomic_add(out + index[i / width] * width + i % width, src[i]); }
+}
+
+template <typename T>
+__global__ void triangle_kernel(int64_t n, int64_t rows, int64_t cols, int64_t diagonal,
+                                bool upper, T* out, const T* in) {
+  KILN_GRID_STRIDE(i, n) {
+    const int64_t col = i % cols, row = (i / cols) % rows;
+    const bool keep = upper ? col - row >= diagonal : col - row <= diagonal;
+    out[i] = keep ? in[i] : T(0);
+  }
+}
+
+#undef KILN_GRID_STRIDE
+
+void index_take_kernel(const Tensor& out, const Tensor& in, const Tensor& offsets) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  LaunchContext ctx(out);
+  dispatch_all(in.dtype(), "index", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    take_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
+        n, static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
+        offsets.data<int64_t>());
+  });
+  KILN_CUDA_CHECK_LAUNCH("index");
+}
+
+void index_put_kernel(PutOp op, const Tensor& self, const Tensor& offsets, const Tensor& values) {
+  const int64_t n = values.numel();
+  if (n == 0) return;
+  LaunchContext ctx(self);
+  KILN_CHECK(op != PutOp::Mul, NotImplemented,
+             "[index_put_] reduce='multiply' is not implemented on CUDA");
+  dispatch_all(self.dtype(), "index_put_", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    T* dst = static_cast<T*>(self.data_ptr());
+    const T* src = static_cast<const T*>(values.data_ptr());
+    if (op == PutOp::Assign) {
+      put_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(n, dst, offsets.data<int64_t>(), src);
+    } else if constexpr (has_atomic_add<T>) {
+      put_add_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(n, dst, offsets.data<int64_t>(),
+                                                                  src);
+    } else {
+      fail(ErrorKind::NotImplemented, "[index_put_] accumulate=True is not implemented on CUDA "
+           "for dtype ", self.dtype());
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH("index_put_");
+}
+
+void row_gather_kernel_host(const Tensor& out, const Tensor& src, const Tensor& index) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  LaunchContext ctx(out);
+  dispatch_all(src.dtype(), "embedding", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    row_gather_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
+        n, out.size(1), static_cast<T*>(out.data_ptr()), static_cast<const T*>(src.data_ptr()),
+        index.data<int64_t>());
+  });
+  KILN_CUDA_CHECK_LAUNCH("embedding");
+}
+
+void row_scatter_add_kernel_host(const Tensor& out, const Tensor& src, const Tensor& index) {
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  LaunchContext ctx(out);
+  dispatch_floating(out.dtype(), "embedding_backward", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    row_scatter_add_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
+        n, src.size(1), static_cast<T*>(out.data_ptr()), static_cast<const T*>(src.data_ptr()),
+        index.data<int64_t>());
+  });
+  KILN_CUDA_CHECK_LAUNCH("embedding_backward");
+}
+
+void triangle_kernel_host(const Tensor& out, const Tensor& in, int64_t diagonal, bool upper) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  LaunchContext ctx(out);
+  const int64_t rows = out.size(-2), cols = out.size(-1);
+  dispatch_all(out.dtype(), upper ? "triu" : "tril", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    triangle_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
+        n, rows, cols, diagonal, upper, static_cast<T*>(out.data_ptr()),
+        static_cast<const T*>(in.data_ptr()));
+  });
+  KILN_CUDA_CHECK_LAUNCH(upper ? "triu" : "tril");
+}
+
+}  // namespace
+
+void install_index_kernels(Backend& b) {
+  b.index_take = index_take_kernel;
+  b.index_put = index_put_kernel;
+  b.row_gather = row_gather_kernel_host;
+  b.row_scatter_add = row_scatter_add_kernel_host;
+  b.triangle = triangle_kernel_host;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,214 @@
+// CUDA random kernels. Same scheme as ops/cpu/random_kernels.cpp (Note
+// [Random streams] in ops/philox.h): group g of K elements uses Philox
+// counter offset + g, one thread per group, so a seed gives the same uniform,
+// integer, Bernoulli and dropout values on the GPU as on the CPU, for any
+// launch configuration.
+#include <cmath>
+
+#include "cuda/elementwise.cuh"
+#include "cuda/kernels.h"
+#include "ops/dispatch.h"
+#include "ops/philox.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+template <typename T>
+constexpr int uniform_group() {
+  return std::is_same_v<T, double> ? 2 : 4;
+}
+
+template <typename T>
+__device__ double unit_for(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int j) {
+  const uint32_t w[4] = {w0, w1, w2, w3};
+  if constexpr (std::is_same_v<T, double>) {
+    return philox_unit(w[2 * j], w[2 * j + 1]);
+  } else {
+    constexpr int bits = std::is_same_v<T, float> ? 24 : std::is_same_v<T, __half> ? 11 : 8;
+    return static_cast<double>(w[j] >> (32 - bits)) * ldexp(1.0, -bits);
+  }
+}
+
+// The largest T below v (v finite and not the lowest value).
+template <typename T>
+__device__ T step_down(T v) {
+  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+    unsigned short bits;
+    if constexpr (std::is_same_v<T, __half>) bits = __half_as_ushort(v);
+    else bits = __bfloat16_as_ushort(v);
+    bits = (bits & 0x8000u) ? bits + 1 : bits == 0 ? 0x8001u : bits - 1;
+    if constexpr (std::is_same_v<T, __half>) return __ushort_as_half(bits);
+    else return __ushort_as_bfloat16(bits);
+  } else {
+    return nextafter(v, -INFINITY);
+  }
+}
+
+template <typename T>
+__device__ T from_double(double v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v != 0.0;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __double2half(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __double2bfloat16(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <int K, typename Write>
+__global__ void groups_kernel(int64_t n, PhiloxState s, Write write) {
+  const int64_t groups = (n + K - 1) / K;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const auto w = philox4x32(s.seed, s.offset + static_cast<uint64_t>(g));
+    const int64_t base = g * K;
+    const int count = static_cast<int>(n - base < K ? n - base : K);
+    for (int j = 0; j < count; ++j) write(base + j, w[0], w[1], w[2], w[3], j);
+  }
+}
+
+template <typename T>
+struct UniformWrite {
+  T* out;
+  double lo, hi, width;
+  __device__ void operator()(int64_t i, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                             int j) const {
+    T v = from_double<T>(lo + width * unit_for<T>(w0, w1, w2, w3, j));
+    while (width > 0 && static_cast<double>(v) >= hi) v = step_down(v);
+    out[i] = v;
+  }
+};
+
+template <typename T>
+struct NormalWrite {
+  T* out;
+  double mean, std;
+  __device__ void operator()(int64_t i, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                             int j) const {
+    using M = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const M r = sqrt(M(-2) * log(static_cast<M>(1.0 - philox_unit(w0, w1))));
+    const M t = static_cast<M>(kTwoPi * philox_unit(w2, w3));
+    out[i] = from_double<T>(mean + std * static_cast<double>(r * (j == 0 ? cos(t) : sin(t))));
+  }
+};
+
+template <typename T>
+struct PairWrite {  // Bernoulli, Integer and Exponential read word pair j
+  T* out;
+  RandomDist dist;
+  double a;
+  uint64_t low, range;
+  __device__ void operator()(int64_t i, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                             int j) const {
+    const uint32_t hi = j == 0 ? w0 : w2, lo = j == 0 ? w1 : w3;
+    if (dist == RandomDist::Integer) {
+      uint64_t r = philox_u64(hi, lo);
+      if (range != 0) r %= range;
+      const int64_t v = static_cast<int64_t>(low + r);
+      if constexpr (std::is_integral_v<T>) out[i] = static_cast<T>(v);
+      else out[i] = from_double<T>(static_cast<double>(v));
+    } else if (dist == RandomDist::Exponential) {
+      out[i] = from_double<T>(-log1p(-philox_unit(hi, lo)) / a);
+    } else {
+      out[i] = from_double<T>(philox_unit(hi, lo) < a ? 1.0 : 0.0);
+    }
+  }
+};
+
+template <typename T, typename P>
+struct BernoulliWrite {
+  T* out;
+  const P* probs;
+  __device__ void operator()(int64_t i, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                             int j) const {
+    const double u = j == 0 ? philox_unit(w0, w1) : philox_unit(w2, w3);
+    out[i] = from_double<T>(u < static_cast<double>(static_cast<acc_t<P>>(probs[i])) ? 1.0 : 0.0);
+  }
+};
+
+template <typename T>
+struct DropoutWrite {
+  T* out;
+  bool* mask;
+  const T* in;
+  double drop, scale;
+  __device__ void operator()(int64_t i, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                             int j) const {
+    const bool keep = (j == 0 ? philox_unit(w0, w1) : philox_unit(w2, w3)) >= drop;
+    mask[i] = keep;
+    using A = acc_t<T>;
+    out[i] = keep ? static_cast<T>(static_cast<A>(in[i]) * static_cast<A>(scale)) : T(0);
+  }
+};
+
+template <int K, typename Write>
+void launch_groups(const Tensor& out, const PhiloxState& s, Write write, const char* op) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  LaunchContext ctx(out);
+  groups_kernel<K><<<grid_for((n + K - 1) / K), kThreads, 0, ctx.stream>>>(n, s, write);
+  KILN_CUDA_CHECK_LAUNCH(op);
+}
+
+void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p) {
+  if (dist == RandomDist::Uniform || dist == RandomDist::Normal) {
+    dispatch_floating(out.dtype(), dist == RandomDist::Uniform ? "uniform_" : "normal_",
+                      [&](auto tag) {
+                        using T = device_t<typename decltype(tag)::type>;
+                        T* o = static_cast<T*>(out.data_ptr());
+                        if (dist == RandomDist::Uniform) {
+                          launch_groups<uniform_group<T>()>(
+                              out, p.state, UniformWrite<T>{o, p.a, p.b, p.b - p.a}, "uniform_");
+                        } else {
+                          launch_groups<2>(out, p.state, NormalWrite<T>{o, p.a, p.b}, "normal_");
+                        }
+                      });
+    return;
+  }
+  dispatch_all(out.dtype(), "random_", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    launch_groups<2>(out, p.state,
+                     PairWrite<T>{static_cast<T*>(out.data_ptr()), dist, p.a,
+                                  static_cast<uint64_t>(p.low), p.range},
+                     "random_");
+  });
+}
+
+void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams& p) {
+  dispatch_floating(probs.dtype(), "bernoulli", [&](auto ptag) {
+    using P = device_t<typename decltype(ptag)::type>;
+    dispatch_all(out.dtype(), "bernoulli", [&](auto tag) {
+      using T = device_t<typename decltype(tag)::type>;
+      launch_groups<2>(out, p.state,
+                       BernoulliWrite<T, P>{static_cast<T*>(out.data_ptr()),
+                                            static_cast<const P*>(probs.data_ptr())},
+                       "bernoulli");
+    });
+  });
+}
+
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in,
+                    const RandomParams& p) {
+  dispatch_floating(out.dtype(), "dropout", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    launch_groups<2>(out, p.state,
+                     DropoutWrite<T>{static_cast<T*>(out.data_ptr()), mask.data<bool>(),
+                                     static_cast<const T*>(in.data_ptr()), p.a, p.b},
+                     "dropout");
+  });
+}
+
+}  // namespace
+
+void install_random_kernels(Backend& b) {
+  b.random = random_kernel;
+  b.bernoulli = bernoulli_kernel;
+  b.dropout = dropout_kernel;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,117 @@
+// CUDA arg-reductions (max/min with indices) and inclusive scans over the
+// rows of a contiguous [outer, n] input (the ops/backend.h contracts).
+#include <cmath>
+
+#include "cuda/elementwise.cuh"
+#include "cuda/kernels.h"
+#include "ops/dispatch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+template <typename A>
+__device__ bool nan_of(A v) {
+  if constexpr (std::is_floating_point_v<A>) {
+    return isnan(v);
+  } else {
+    return false;
+  }
+}
+
+// Whether (av, ai) wins over (bv, bi): NaN is the extreme, ties go to the
+// lower index (PyTorch's first occurrence).
+template <typename A>
+__device__ bool better(bool is_max, A av, int64_t ai, A bv, int64_t bi) {
+  const bool an = nan_of(av), bn = nan_of(bv);
+  if (an != bn) return an;
+  if (an || av == bv) return ai < bi;
+  return is_max ? av > bv : av < bv;
+}
+
+template <typename T>
+__global__ void arg_reduce_rows(bool is_max, int64_t inner, T* values, int64_t* indices,
+                                const T* in) {
+  using A = acc_t<T>;
+  __shared__ A best_v[kThreads];
+  __shared__ int64_t best_i[kThreads];
+  const T* row = in + blockIdx.x * inner;
+  A bv = static_cast<A>(row[0]);
+  int64_t bi = 0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    A v = static_cast<A>(row[i]);
+    if (better(is_max, v, i, bv, bi)) {
+      bv = v;
+      bi = i;
+    }
+  }
+  best_v[threadIdx.x] = bv;
+  best_i[threadIdx.x] = bi;
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width &&
+        better(is_max, best_v[threadIdx.x + width], best_i[threadIdx.x + width],
+               best_v[threadIdx.x], best_i[threadIdx.x])) {
+      best_v[threadIdx.x] = best_v[threadIdx.x + width];
+      best_i[threadIdx.x] = best_i[threadIdx.x + width];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    values[blockIdx.x] = static_cast<T>(best_v[0]);
+    indices[blockIdx.x] = best_i[0];
+  }
+}
+
+// One thread per row: scans are a small share of training time, and a
+// sequential row keeps the float summation order of the CPU kernel.
+template <typename T>
+__global__ void scan_rows(bool is_sum, int64_t outer, int64_t n, T* out, const T* in) {
+  using A = acc_t<T>;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < outer;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    A acc = is_sum ? A(0) : A(1);
+    for (int64_t j = 0; j < n; ++j) {
+      const A v = static_cast<A>(in[r * n + j]);
+      acc = is_sum ? A(acc + v) : A(acc * v);
+      out[r * n + j] = static_cast<T>(acc);
+    }
+  }
+}
+
+void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
+                       const Tensor& in) {
+  const int64_t outer = in.size(0), inner = in.size(1);
+  if (outer == 0) return;
+  LaunchContext ctx(in);
+  dispatch_numeric(in.dtype(), op == ReduceOp::Max ? "max" : "min", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    arg_reduce_rows<T><<<static_cast<unsigned>(outer), kThreads, 0, ctx.stream>>>(
+        op == ReduceOp::Max, inner, static_cast<T*>(values.data_ptr()),
+        indices.data<int64_t>(), static_cast<const T*>(in.data_ptr()));
+  });
+  KILN_CUDA_CHECK_LAUNCH(op == ReduceOp::Max ? "max" : "min");
+}
+
+void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {
+  const int64_t outer = in.size(0), n = in.size(1);
+  if (outer == 0 || n == 0) return;
+  LaunchContext ctx(out);
+  const char* name = op == ReduceOp::Sum ? "cumsum" : "cumprod";
+  dispatch_numeric(in.dtype(), name, [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    scan_rows<T><<<grid_for(outer), kThreads, 0, ctx.stream>>>(
+        op == ReduceOp::Sum, outer, n, static_cast<T*>(out.data_ptr()),
+        static_cast<const T*>(in.data_ptr()));
+  });
+  KILN_CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace
+
+void install_scan_kernels(Backend& b) {
+  b.arg_reduce = arg_reduce_kernel;
+  b.scan = scan_kernel;
+}
+
+}  // namespace kiln::cuda
