@@ -31,14 +31,18 @@ def test_unary_matches_cpu(name, dtype):
     assert_close(got.cpu().float(), want.float().numpy(), atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.int64, kiln.int32])
-@pytest.mark.parametrize("name", BINARY)
+# Integer inputs of div/atan2 are promoted to float by the front end, so
+# those pairs would only repeat the float cases.
+BINARY_CASES = [(name, dtype) for name in BINARY
+                for dtype in (kiln.float32, kiln.float64, kiln.int64, kiln.int32)
+                if dtype.is_floating_point or name not in ("div", "atan2")]
+
+
+@pytest.mark.parametrize("name,dtype", BINARY_CASES)
 def test_binary_broadcast_matches_cpu(name, dtype):
     a, b = rand(4, 1, 6, low=1, high=5), rand(3, 1, low=1, high=5)
-    if dtype in (kiln.int64, kiln.int32):
+    if not dtype.is_floating_point:
         a, b = np.round(a), np.round(b)
-        if name in ("div", "atan2"):
-            pytest.skip("true division promotes integers to float; covered by promotion tests")
     want, got = on_both(getattr(kiln, name), a, b, dtype=dtype)
     assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
     assert_close(got.cpu(), want.numpy(), atol=1e-5, rtol=1e-5)
