@@ -15,6 +15,7 @@ const bool g_registered = [] {
   install_index_kernels(table);
   install_scan_kernels(table);
   install_random_kernels(table);
+  install_sort_kernels(table);
   register_cuda_backend(&table);
   return true;
 }();

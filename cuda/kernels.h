@@ -21,5 +21,7 @@ void install_index_kernels(Backend& b);
 void install_scan_kernels(Backend& b);
 // random, bernoulli, dropout (Philox; same values as the CPU kernels).
 void install_random_kernels(Backend& b);
+// sort, unique_sorted, gather_rows, nonzero (CUB).
+void install_sort_kernels(Backend& b);
 
 }  // namespace kiln::cuda

@@ -46,6 +46,17 @@ CASES = {
     "max_dim_indices": lambda x, i: x.min(1).indices,
     "cumsum": lambda x, i: x.cumsum(1),
     "cumprod": lambda x, i: x.cumprod(0),
+    "sort_values": lambda x, i: x.sort(1).values,
+    "sort_indices_descending": lambda x, i: x.sort(0, descending=True).indices,
+    "argsort_stable_ties": lambda x, i: (x * 2).round().argsort(1, stable=True),
+    "topk": lambda x, i: x.topk(3, 1).values,
+    "topk_smallest_indices": lambda x, i: x.topk(2, 0, largest=False).indices,
+    "unique": lambda x, i: kiln.unique(i),
+    "unique_inverse": lambda x, i: kiln.unique(i, return_inverse=True)[1],
+    "unique_counts": lambda x, i: kiln.unique(i, return_counts=True)[1],
+    "nonzero": lambda x, i: (x > 0.5).nonzero(),
+    "mask_index": lambda x, i: x[x > 0.5],
+    "sort_with_nan": lambda x, i: kiln.where(x > 1.2, x * float("nan"), x).sort(1).values,
 }
 
 
