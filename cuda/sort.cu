@@ -31,17 +31,29 @@ __device__ bool nan_key(T v) {
   }
 }
 
-// Radix sort orders NaNs by their bits; PyTorch puts every NaN above +inf,
-// so keys get one canonical positive NaN. Indices start as 0..n-1 per row.
+// Radix sort orders NaNs by their bits (a NaN with the sign bit set would
+// sort below -inf); PyTorch puts every NaN above +inf, so NaN keys become one
+// canonical positive quiet NaN. Indices start as 0..n-1 per row.
+template <typename T>
+__device__ T positive_nan() {
+  if constexpr (std::is_same_v<T, float>) {
+    return __int_as_float(0x7fc00000);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return __longlong_as_double(0x7ff8000000000000LL);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __ushort_as_half(0x7e00);
+  } else {
+    return __ushort_as_bfloat16(0x7fc0);
+  }
+}
+
 template <typename T>
 __global__ void prepare_sort_kernel(int64_t total, int64_t n, const T* in, T* keys,
                                     int64_t* idx, int64_t* offsets, int64_t outer) {
   KILN_GRID_STRIDE(i, total) {
     const T v = in[i];
     if constexpr (std::is_floating_point_v<acc_t<T>>) {
-      keys[i] = nan_key(v) ? static_cast<T>(static_cast<acc_t<T>>(NAN)) : v;
-      if (nan_key(v) && signbit(static_cast<float>(static_cast<acc_t<T>>(keys[i]))))
-        keys[i] = static_cast<T>(-static_cast<acc_t<T>>(keys[i]));
+      keys[i] = nan_key(v) ? positive_nan<T>() : v;
     } else {
       keys[i] = v;
     }
