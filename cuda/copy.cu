@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cuda/check.h"
+#include "cuda/device_types.cuh"
 #include "cuda/internal.h"
 
 namespace kiln::cuda {
@@ -85,20 +86,6 @@ void launch_typed(void* dst, const void* src, DType src_dtype, int64_t n,
   KILN_CUDA_CHECK_LAUNCH("copy_");
 }
 
-// kiln's C++ type for a dtype -> the CUDA type with the same bits.
-template <typename T>
-struct cuda_type {
-  using type = T;
-};
-template <>
-struct cuda_type<Eigen::half> {
-  using type = __half;
-};
-template <>
-struct cuda_type<Eigen::bfloat16> {
-  using type = __nv_bfloat16;
-};
-
 }  // namespace
 
 void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n,
@@ -106,7 +93,7 @@ void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, i
   switch (dst_dtype) {
 #define KILN_COPY_CASE(ctype, name, pyname)                                                 \
   case DType::name:                                                                      \
-    return launch_typed<cuda_type<ctype>::type>(dst, src, src_dtype, n, shape, contiguous, \
+    return launch_typed<device_t<ctype>>(dst, src, src_dtype, n, shape, contiguous, \
                                                 stream);
     KILN_FORALL_DTYPES(KILN_COPY_CASE)
 #undef KILN_COPY_CASE

@@ -21,42 +21,11 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "cuda/check.h"
+#include "cuda/device_types.cuh"
 #include "cuda/internal.h"
 #include "ops/op_table.h"
 
 namespace kiln::cuda {
-
-// kiln stores float16/bfloat16 as Eigen types, bit-compatible with CUDA's.
-template <typename T>
-struct device_type {
-  using type = T;
-};
-template <>
-struct device_type<Eigen::half> {
-  using type = __half;
-};
-template <>
-struct device_type<Eigen::bfloat16> {
-  using type = __nv_bfloat16;
-};
-template <typename T>
-using device_t = typename device_type<T>::type;
-
-// Half types compute in float.
-template <typename T>
-struct acc {
-  using type = T;
-};
-template <>
-struct acc<__half> {
-  using type = float;
-};
-template <>
-struct acc<__nv_bfloat16> {
-  using type = float;
-};
-template <typename T>
-using acc_t = typename acc<T>::type;
 
 constexpr int kMaxDims = 10;
 
