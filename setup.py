@@ -21,7 +21,8 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def run(self):
-        build_dir = os.path.join(ROOT, "build")
+        # Separate from `make`'s build/ (which also builds the C++ tests).
+        build_dir = os.path.join(ROOT, "build", "pip")
         cfg = [
             "cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
             f"-DPython_EXECUTABLE={sys.executable}", "-DKILN_BUILD_TESTS=OFF",
