@@ -8,29 +8,15 @@ Prints, per framework:
 Each figure is the median of several repeats after a warm-up.
 """
 
-import statistics
-import time
-
 import numpy as np
 
 import kiln
+from timing import per_call_us
 
 try:
     import torch
 except ImportError:
     torch = None
-
-
-def per_call_us(fn, iters, repeats=7):
-    for _ in range(max(iters // 10, 1)):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        samples.append((time.perf_counter() - t0) / iters * 1e6)
-    return statistics.median(samples)
 
 
 def add_overhead(lib):

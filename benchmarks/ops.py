@@ -10,9 +10,9 @@ events after warm-up, median of many iterations, on random data.
 import os
 import statistics
 import subprocess
-import time
 
 import kiln
+from timing import per_call_us
 
 try:
     import torch
@@ -22,18 +22,8 @@ except ImportError:
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def host_us(fn, sync, iters=5000, repeats=7):
-    for _ in range(200):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        samples.append((time.perf_counter() - t0) / iters * 1e6)
-        sync()
-    return statistics.median(samples)
+def host_us(fn, sync, iters=5000):
+    return per_call_us(fn, iters, sync=sync, warmup=200)
 
 
 def device_ms(mod, fn, iters=20):

@@ -121,8 +121,7 @@ template <typename T>
 __global__ void binary_same_kernel(BinaryOp op, int64_t n, OffsetCalc<3> calc, T* out,
                                    const T* a, const T* b) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  KILN_GRID_STRIDE(i, n) {
     int64_t off[3];
     calc.get(i, off);
     if constexpr (std::is_same_v<T, bool>) {
@@ -146,8 +145,7 @@ template <typename T>
 __global__ void binary_compare_kernel(BinaryOp op, int64_t n, OffsetCalc<3> calc, bool* out,
                                       const T* a, const T* b) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  KILN_GRID_STRIDE(i, n) {
     int64_t off[3];
     calc.get(i, off);
     out[off[0]] = compare<A>(op, static_cast<A>(a[off[1]]), static_cast<A>(b[off[2]]));
@@ -157,8 +155,7 @@ __global__ void binary_compare_kernel(BinaryOp op, int64_t n, OffsetCalc<3> calc
 template <typename T>
 __global__ void where_same_kernel(int64_t n, OffsetCalc<4> calc, T* out, const bool* cond,
                                   const T* a, const T* b) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  KILN_GRID_STRIDE(i, n) {
     int64_t off[4];
     calc.get(i, off);
     out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/coalesce.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "cuda/check.h"
@@ -53,24 +54,15 @@ template <int N>
 OffsetCalc<N> make_offset_calc(const Shape& shape, const std::array<const Tensor*, N>& ops,
                                const char* op) {
   OffsetCalc<N> c;
-  Shape sizes;
-  std::vector<std::array<int64_t, N>> st;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    std::array<int64_t, N> s{};
-    for (int k = 0; k < N; ++k) s[k] = ops[k]->strides()[d];
-    if (!sizes.empty()) {
-      bool merge = true;
-      for (int k = 0; k < N; ++k) merge = merge && st.back()[k] == s[k] * shape[d];
-      if (merge) {
-        sizes.back() *= shape[d];
-        st.back() = s;
-        continue;
-      }
-    }
-    sizes.push_back(shape[d]);
-    st.push_back(s);
+  std::array<const Shape*, N> strides;
+  std::array<int64_t, N> unit;
+  for (int k = 0; k < N; ++k) {
+    strides[k] = &ops[k]->strides();
+    unit[k] = 1;
   }
+  const CoalescedDims<N> dims = coalesce_dims<N>(shape, strides, unit);
+  const Shape& sizes = dims.sizes;
+  const auto& st = dims.strides;
   KILN_CHECK(static_cast<int>(sizes.size()) <= kMaxDims, NotImplemented, "[", op,
              "] CUDA kernels support up to ", kMaxDims, " non-mergeable dims, got shape ", shape);
   c.ndim = static_cast<int>(sizes.size());
@@ -83,6 +75,11 @@ OffsetCalc<N> make_offset_calc(const Shape& shape, const std::array<const Tensor
   }
   return c;
 }
+
+// A grid-stride loop: thread-count independent, so any launch covers n.
+#define KILN_GRID_STRIDE(i, n)                                              \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
 
 // The stream and device an op on `t` runs on (the thread's current stream).
 struct LaunchContext {

@@ -9,10 +9,6 @@ namespace kiln::cuda {
 
 namespace {
 
-#define KILN_GRID_STRIDE(i, n)                                              \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 template <typename T>
 __global__ void take_kernel(int64_t n, T* out, const T* in, const int64_t* offsets) {
   KILN_GRID_STRIDE(i, n) { out[i] = in[offsets[i]]; }
@@ -65,8 +61,6 @@ __global__ void triangle_kernel(int64_t n, int64_t rows, int64_t cols, int64_t d
     out[i] = keep ? in[i] : T(0);
   }
 }
-
-#undef KILN_GRID_STRIDE
 
 void index_take_kernel(const Tensor& out, const Tensor& in, const Tensor& offsets) {
   const int64_t n = out.numel();

@@ -63,8 +63,7 @@ __device__ T from_double(double v) {
 template <int K, typename Write>
 __global__ void groups_kernel(int64_t n, PhiloxState s, Write write) {
   const int64_t groups = (n + K - 1) / K;
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
-       g += int64_t(gridDim.x) * blockDim.x) {
+  KILN_GRID_STRIDE(g, groups) {
     const auto w = philox4x32(s.seed, s.offset + static_cast<uint64_t>(g));
     const int64_t base = g * K;
     const int count = static_cast<int>(n - base < K ? n - base : K);

@@ -68,8 +68,7 @@ __global__ void arg_reduce_rows(bool is_max, int64_t inner, T* values, int64_t* 
 template <typename T>
 __global__ void scan_rows(bool is_sum, int64_t outer, int64_t n, T* out, const T* in) {
   using A = acc_t<T>;
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < outer;
-       r += int64_t(gridDim.x) * blockDim.x) {
+  KILN_GRID_STRIDE(r, outer) {
     A acc = is_sum ? A(0) : A(1);
     for (int64_t j = 0; j < n; ++j) {
       const A v = static_cast<A>(in[r * n + j]);

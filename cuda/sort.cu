@@ -13,10 +13,6 @@ namespace kiln::cuda {
 
 namespace {
 
-#define KILN_GRID_STRIDE(i, n)                                              \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 // Scratch bytes on `like`'s device, released to the cache when it goes away.
 Tensor scratch(const Tensor& like, size_t bytes) {
   return make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, like.device());
@@ -254,8 +250,6 @@ void nonzero_host(const Tensor& out, const Tensor& mask) {
                                                                out.data<int64_t>());
   KILN_CUDA_CHECK_LAUNCH("nonzero");
 }
-
-#undef KILN_GRID_STRIDE
 
 }  // namespace
 

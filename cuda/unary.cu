@@ -104,8 +104,7 @@ template <typename T>
 __global__ void unary_same_kernel(UnaryOp op, UnaryParams p, int64_t n, OffsetCalc<2> calc,
                                   T* out, const T* in) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  KILN_GRID_STRIDE(i, n) {
     int64_t off[2];
     calc.get(i, off);
     if constexpr (std::is_same_v<T, bool>) {
@@ -121,8 +120,7 @@ __global__ void unary_same_kernel(UnaryOp op, UnaryParams p, int64_t n, OffsetCa
 template <typename T>
 __global__ void unary_bool_kernel(UnaryOp op, int64_t n, OffsetCalc<2> calc, bool* out,
                                   const T* in) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  KILN_GRID_STRIDE(i, n) {
     int64_t off[2];
     calc.get(i, off);
     out[off[0]] = unary_predicate<T>(op, in[off[1]]);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/coalesce.h"
 #include "core/tensor.h"
 
 namespace kiln::cpu {
@@ -20,25 +21,11 @@ void strided_for_each(const Shape& shape, std::array<char*, N> ptrs,
                       Inner&& inner) {
   for (int64_t s : shape)
     if (s == 0) return;
-  // Byte strides, dropping size-1 dims, then merging mergeable neighbours.
-  std::vector<int64_t> sizes;
-  std::vector<std::array<int64_t, N>> st;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    std::array<int64_t, N> s{};
-    for (size_t k = 0; k < N; ++k) s[k] = (*strides[k])[d] * static_cast<int64_t>(itemsizes[k]);
-    if (!sizes.empty()) {
-      bool merge = true;
-      for (size_t k = 0; k < N; ++k) merge = merge && st.back()[k] == s[k] * shape[d];
-      if (merge) {
-        sizes.back() *= shape[d];
-        st.back() = s;
-        continue;
-      }
-    }
-    sizes.push_back(shape[d]);
-    st.push_back(s);
-  }
+  std::array<int64_t, N> scale;
+  for (size_t k = 0; k < N; ++k) scale[k] = static_cast<int64_t>(itemsizes[k]);
+  const CoalescedDims<N> dims = coalesce_dims<N>(shape, strides, scale);  // byte strides
+  const std::vector<int64_t>& sizes = dims.sizes;
+  const auto& st = dims.strides;
   std::array<int64_t, N> inner_strides{};
   if (sizes.empty()) {
     inner(ptrs.data(), inner_strides.data(), int64_t(1));
