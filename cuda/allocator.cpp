@@ -223,22 +223,21 @@ class CachingAllocator final : public Allocator {
   void return_block(DeviceState& st, Block* b) {
     Pool& pool = b->small ? st.small : st.large;
     auto mergeable = [](Block* n) { return n && !n->allocated && n->pending_events == 0; };
+    // Folds `right` into its left neighbour `left` and returns `left`.
+    auto fold = [](Block* left, Block* right) {
+      left->size += right->size;
+      left->next = right->next;
+      if (right->next) right->next->prev = left;
+      delete right;
+      return left;
+    };
     if (mergeable(b->prev)) {
-      Block* p = b->prev;
-      pool.erase(p);
-      p->size += b->size;
-      p->next = b->next;
-      if (b->next) b->next->prev = p;
-      delete b;
-      b = p;
+      pool.erase(b->prev);  // before its size changes: pools are ordered by size
+      b = fold(b->prev, b);
     }
     if (mergeable(b->next)) {
-      Block* n = b->next;
-      pool.erase(n);
-      b->size += n->size;
-      b->next = n->next;
-      if (n->next) n->next->prev = b;
-      delete n;
+      pool.erase(b->next);
+      b = fold(b, b->next);
     }
     pool.insert(b);
   }
