@@ -1,5 +1,6 @@
 // CUDA kernels of the binary elementwise ops and where (Note [CUDA elementwise]).
 #include <cmath>
+#include <cstring>
 
 #include "cuda/elementwise.cuh"
 #include "ops/dispatch.h"
@@ -117,38 +118,109 @@ __device__ bool compare(BinaryOp op, A x, A y) {
   }
 }
 
+// The op on one pair of elements, in the accumulation type (bool: logical).
 template <typename T>
-__global__ void binary_same_kernel(BinaryOp op, int64_t n, OffsetCalc<3> calc, T* out,
-                                   const T* a, const T* b) {
-  using A = acc_t<T>;
+struct ArithmeticFn {
+  BinaryOp op;
+  __device__ T operator()(T x, T y) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      switch (op) {
+        case BinaryOp::add: case BinaryOp::bitwise_or: case BinaryOp::maximum: return x || y;
+        case BinaryOp::mul: case BinaryOp::bitwise_and: case BinaryOp::minimum: return x && y;
+        case BinaryOp::bitwise_xor: return x != y;
+        default: return x;
+      }
+    } else {
+      using A = acc_t<T>;
+      return static_cast<T>(arithmetic<A>(op, static_cast<A>(x), static_cast<A>(y)));
+    }
+  }
+};
+
+template <typename T>
+struct CompareFn {
+  BinaryOp op;
+  __device__ bool operator()(T x, T y) const {
+    using A = acc_t<T>;
+    return compare<A>(op, static_cast<A>(x), static_cast<A>(y));
+  }
+};
+
+// One input operand: device memory, or a host scalar passed by value.
+template <typename T>
+struct In {
+  const T* ptr = nullptr;  // null: every element is `value`
+  T value{};
+  __device__ T at(int64_t offset) const { return ptr ? ptr[offset] : value; }
+  template <int V>
+  __device__ Pack<T, V> pack(int64_t p) const {
+    if (ptr) return reinterpret_cast<const Pack<T, V>*>(ptr)[p];
+    Pack<T, V> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) r.v[k] = value;
+    return r;
+  }
+};
+
+// Contiguous operands: V elements per 16-byte access, then the tail.
+template <int V, typename T, typename Out, typename F>
+__global__ void binary_flat_kernel(int64_t n, Out* out, In<T> a, In<T> b, F f) {
+  const int64_t packs = n / V;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t p = first; p < packs; p += step) {
+    const Pack<T, V> x = a.template pack<V>(p), y = b.template pack<V>(p);
+    Pack<Out, V> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) r.v[k] = f(x.v[k], y.v[k]);
+    reinterpret_cast<Pack<Out, V>*>(out)[p] = r;
+  }
+  for (int64_t i = packs * V + first; i < n; i += step) out[i] = f(a.at(i), b.at(i));
+}
+
+template <typename T, typename Out, typename F>
+__global__ void binary_strided_kernel(int64_t n, OffsetCalc<3> calc, Out* out, In<T> a, In<T> b,
+                                      F f) {
   KILN_GRID_STRIDE(i, n) {
     int64_t off[3];
     calc.get(i, off);
-    if constexpr (std::is_same_v<T, bool>) {
-      const bool x = a[off[1]], y = b[off[2]];
-      bool r = x;
-      switch (op) {
-        case BinaryOp::add: case BinaryOp::bitwise_or: case BinaryOp::maximum: r = x || y; break;
-        case BinaryOp::mul: case BinaryOp::bitwise_and: case BinaryOp::minimum: r = x && y; break;
-        case BinaryOp::bitwise_xor: r = x != y; break;
-        default: break;
-      }
-      out[off[0]] = r;
-    } else {
-      out[off[0]] = static_cast<T>(
-          arithmetic<A>(op, static_cast<A>(a[off[1]]), static_cast<A>(b[off[2]])));
-    }
+    out[off[0]] = f(a.at(off[1]), b.at(off[2]));
   }
 }
 
+// A CPU operand is a 0-d scalar (see ops/elementwise.cpp): its value rides in
+// the kernel's arguments instead of a host-to-device copy per op.
 template <typename T>
-__global__ void binary_compare_kernel(BinaryOp op, int64_t n, OffsetCalc<3> calc, bool* out,
-                                      const T* a, const T* b) {
-  using A = acc_t<T>;
-  KILN_GRID_STRIDE(i, n) {
-    int64_t off[3];
-    calc.get(i, off);
-    out[off[0]] = compare<A>(op, static_cast<A>(a[off[1]]), static_cast<A>(b[off[2]]));
+In<T> operand(const Tensor& t) {
+  In<T> in;
+  if (t.device().is_cpu()) {
+    std::memcpy(&in.value, t.data_ptr(), sizeof(T));
+  } else {
+    in.ptr = static_cast<const T*>(t.data_ptr());
+  }
+  return in;
+}
+
+template <typename T, typename Out, typename F>
+void launch_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f, const char* name,
+                   cudaStream_t stream) {
+  const int64_t n = out.numel();
+  // Strides of a scalar operand are irrelevant: stand in the output's.
+  const Tensor& sa = a.device().is_cpu() ? out : a;
+  const Tensor& sb = b.device().is_cpu() ? out : b;
+  const OffsetCalc<3> calc = make_offset_calc<3>(out.sizes(), {&out, &sa, &sb}, name);
+  Out* o = static_cast<Out*>(out.data_ptr());
+  const In<T> x = operand<T>(a), y = operand<T>(b);
+  if (!calc.contiguous) {
+    binary_strided_kernel<T, Out><<<grid_for(n), kThreads, 0, stream>>>(n, calc, o, x, y, f);
+    return;
+  }
+  constexpr int V = kVectorBytes / sizeof(T);
+  if (is_aligned(o, sizeof(Out) * V) && is_aligned(x.ptr, sizeof(T) * V) &&
+      is_aligned(y.ptr, sizeof(T) * V)) {
+    binary_flat_kernel<V, T, Out><<<flat_grid(n, V), kThreads, 0, stream>>>(n, o, x, y, f);
+  } else {
+    binary_flat_kernel<1, T, Out><<<flat_grid(n, 1), kThreads, 0, stream>>>(n, o, x, y, f);
   }
 }
 
@@ -166,17 +238,13 @@ __global__ void where_same_kernel(int64_t n, OffsetCalc<4> calc, T* out, const b
 
 void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
-  const int64_t n = out.numel();
-  if (n == 0) return;
+  if (out.numel() == 0) return;
   LaunchContext ctx(out);
-  auto calc = make_offset_calc<3>(out.sizes(), {&out, &a, &b}, name);
   const BinaryKind kind = op_kind(op);
   if (kind == BinaryKind::Compare) {
     dispatch_all(a.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      binary_compare_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
-          op, n, calc, out.data<bool>(), static_cast<const T*>(a.data_ptr()),
-          static_cast<const T*>(b.data_ptr()));
+      launch_binary<T, bool>(out, a, b, CompareFn<T>{op}, name, ctx.stream);
     });
   } else {
     const bool floating = is_floating(a.dtype());
@@ -186,9 +254,7 @@ void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
                name, "] not implemented for dtype ", a.dtype());
     dispatch_all(a.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      binary_same_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(
-          op, n, calc, static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
-          static_cast<const T*>(b.data_ptr()));
+      launch_binary<T, T>(out, a, b, ArithmeticFn<T>{op}, name, ctx.stream);
     });
   }
   KILN_CUDA_CHECK_LAUNCH(name);

@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <type_traits>
@@ -80,6 +81,23 @@ OffsetCalc<N> make_offset_calc(const Shape& shape, const std::array<const Tensor
 #define KILN_GRID_STRIDE(i, n)                                              \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
+
+// Contiguous kernels move 16 bytes per access (V = 16 / sizeof(T) elements):
+// the widest load a thread can issue, which memory-bound ops need to reach
+// the card's bandwidth.
+constexpr int kVectorBytes = 16;
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+inline bool is_aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;  // null (a scalar operand) passes
+}
+
+// Blocks for a flat kernel over n elements taken V at a time (at least one,
+// so the tail of a short tensor still runs).
+inline unsigned flat_grid(int64_t n, int V) { return grid_for(std::max<int64_t>(n / V, 1)); }
 
 // The stream and device an op on `t` runs on (the thread's current stream).
 struct LaunchContext {

@@ -18,50 +18,67 @@ Tensor scratch(const Tensor& like, size_t bytes) {
   return make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, like.device());
 }
 
+// Sort keys are unsigned integers whose order is the value order PyTorch
+// uses: every NaN above +inf, -0.0 equal to +0.0, signed integers offset so
+// negatives come first. CUB's segmented sort compares keys (small segments
+// take a merge-sort path), and NaN breaks float comparisons, so floats are
+// never sorted as floats. Values are gathered from the input afterwards.
 template <typename T>
-__device__ bool nan_key(T v) {
-  if constexpr (std::is_floating_point_v<acc_t<T>>) {
-    return isnan(static_cast<acc_t<T>>(v));
+struct sort_key {
+  using type = std::make_unsigned_t<T>;
+};
+template <>
+struct sort_key<bool> {
+  using type = uint8_t;
+};
+template <>
+struct sort_key<float> {
+  using type = uint32_t;
+};
+template <>
+struct sort_key<double> {
+  using type = uint64_t;
+};
+template <>
+struct sort_key<__half> {
+  using type = uint16_t;
+};
+template <>
+struct sort_key<__nv_bfloat16> {
+  using type = uint16_t;
+};
+
+template <typename T>
+__device__ typename sort_key<T>::type ordered_bits(T v) {
+  using U = typename sort_key<T>::type;
+  constexpr U kSign = U(1) << (sizeof(U) * 8 - 1);
+  if constexpr (std::is_integral_v<T>) {
+    U bits = static_cast<U>(v);
+    return std::is_signed_v<T> ? U(bits ^ kSign) : bits;
   } else {
-    return false;
+    const auto x = static_cast<acc_t<T>>(v);
+    if (isnan(x)) return ~U(0);
+    if (x == 0) return kSign;  // -0.0 sorts with +0.0
+    U bits;
+    memcpy(&bits, &v, sizeof(U));
+    return (bits & kSign) ? U(~bits) : U(bits | kSign);
   }
 }
 
-// Radix sort orders NaNs by their bits (a NaN with the sign bit set would
-// sort below -inf); PyTorch puts every NaN above +inf, so NaN keys become one
-// canonical positive quiet NaN. Indices start as 0..n-1 per row.
 template <typename T>
-__device__ T positive_nan() {
-  if constexpr (std::is_same_v<T, float>) {
-    return __int_as_float(0x7fc00000);
-  } else if constexpr (std::is_same_v<T, double>) {
-    return __longlong_as_double(0x7ff8000000000000LL);
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __ushort_as_half(0x7e00);
-  } else {
-    return __ushort_as_bfloat16(0x7fc0);
-  }
-}
-
-template <typename T>
-__global__ void prepare_sort_kernel(int64_t total, int64_t n, const T* in, T* keys,
-                                    int64_t* idx, int64_t* offsets, int64_t outer) {
+__global__ void prepare_sort_kernel(int64_t total, int64_t n, const T* in,
+                                    typename sort_key<T>::type* keys, int64_t* idx,
+                                    int64_t* offsets, int64_t outer) {
   KILN_GRID_STRIDE(i, total) {
-    const T v = in[i];
-    if constexpr (std::is_floating_point_v<acc_t<T>>) {
-      keys[i] = nan_key(v) ? positive_nan<T>() : v;
-    } else {
-      keys[i] = v;
-    }
+    keys[i] = ordered_bits(in[i]);
     idx[i] = i % n;
   }
   KILN_GRID_STRIDE(r, outer + 1) { offsets[r] = r * n; }
 }
 
 template <typename T>
-__global__ void take_columns_kernel(int64_t total, int64_t n, int64_t k, const T* keys,
-                                    const int64_t* idx, const T* in, T* values,
-                                    int64_t* indices) {
+__global__ void take_columns_kernel(int64_t total, int64_t n, int64_t k, const int64_t* idx,
+                                    const T* in, T* values, int64_t* indices) {
   KILN_GRID_STRIDE(i, total) {
     const int64_t row = i / k, col = i % k;
     const int64_t j = idx[row * n + col];
@@ -70,42 +87,54 @@ __global__ void take_columns_kernel(int64_t total, int64_t n, int64_t k, const T
   }
 }
 
+// Sorts rows of unsigned keys carrying their column indices.
+template <typename K>
+void sort_keys(const K* keys_in, K* keys_out, const int64_t* idx_in, int64_t* idx_out,
+               const int64_t* offsets, int64_t total, int64_t outer, bool descending,
+               const Tensor& like, cudaStream_t stream) {
+  auto run = [&](void* temp, size_t& bytes) {
+    if (descending) {
+      return cub::DeviceSegmentedSort::StableSortPairsDescending(
+          temp, bytes, keys_in, keys_out, idx_in, idx_out, total, outer, offsets, offsets + 1,
+          stream);
+    }
+    return cub::DeviceSegmentedSort::StableSortPairs(temp, bytes, keys_in, keys_out, idx_in,
+                                                     idx_out, total, outer, offsets,
+                                                     offsets + 1, stream);
+  };
+  size_t bytes = 0;
+  KILN_CUDA_CHECK(run(nullptr, bytes), "sort");
+  Tensor temp = scratch(like, bytes);
+  KILN_CUDA_CHECK(run(temp.data_ptr(), bytes), "sort");
+}
+
 template <typename T>
 void sort_typed(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending,
                 int64_t k, cudaStream_t stream) {
+  using K = typename sort_key<T>::type;
   const int64_t outer = in.size(0), n = in.size(1), total = outer * n;
-  Tensor keys_in = make_tensor(in.sizes(), in.dtype(), in.device());
-  Tensor keys_out = make_tensor(in.sizes(), in.dtype(), in.device());
+  const DType key_dtype = sizeof(K) == 8 ? DType::Int64
+                          : sizeof(K) == 4 ? DType::Int32
+                          : sizeof(K) == 2 ? DType::Int16
+                                           : DType::UInt8;
+  Tensor keys_in = make_tensor(in.sizes(), key_dtype, in.device());
+  Tensor keys_out = make_tensor(in.sizes(), key_dtype, in.device());
   Tensor idx_in = make_tensor(in.sizes(), DType::Int64, in.device());
   Tensor idx_out = make_tensor(in.sizes(), DType::Int64, in.device());
   Tensor offsets = make_tensor({outer + 1}, DType::Int64, in.device());
   const T* src = static_cast<const T*>(in.data_ptr());
+  K* keys = static_cast<K*>(keys_in.data_ptr());
   prepare_sort_kernel<T><<<grid_for(std::max(total, outer + 1)), kThreads, 0, stream>>>(
-      total, n, src, static_cast<T*>(keys_in.data_ptr()), idx_in.data<int64_t>(),
-      offsets.data<int64_t>(), outer);
+      total, n, src, keys, idx_in.data<int64_t>(), offsets.data<int64_t>(), outer);
   KILN_CUDA_CHECK_LAUNCH("sort");
-  const int64_t* begin = offsets.data<int64_t>();
-  auto run = [&](void* temp, size_t& bytes) {
-    if (descending) {
-      return cub::DeviceSegmentedSort::StableSortPairsDescending(
-          temp, bytes, static_cast<const T*>(keys_in.data_ptr()),
-          static_cast<T*>(keys_out.data_ptr()), idx_in.data<int64_t>(), idx_out.data<int64_t>(),
-          total, outer, begin, begin + 1, stream);
-    }
-    return cub::DeviceSegmentedSort::StableSortPairs(
-        temp, bytes, static_cast<const T*>(keys_in.data_ptr()),
-        static_cast<T*>(keys_out.data_ptr()), idx_in.data<int64_t>(), idx_out.data<int64_t>(),
-        total, outer, begin, begin + 1, stream);
-  };
-  size_t bytes = 0;
-  KILN_CUDA_CHECK(run(nullptr, bytes), "sort");
-  Tensor temp = scratch(in, bytes);
-  KILN_CUDA_CHECK(run(temp.data_ptr(), bytes), "sort");
+  sort_keys<K>(keys, static_cast<K*>(keys_out.data_ptr()), idx_in.data<int64_t>(),
+               idx_out.data<int64_t>(), offsets.data<int64_t>(), total, outer, descending, in,
+               stream);
   const int64_t taken = outer * k;
   if (taken == 0) return;
   take_columns_kernel<T><<<grid_for(taken), kThreads, 0, stream>>>(
-      taken, n, k, static_cast<const T*>(keys_out.data_ptr()), idx_out.data<int64_t>(), src,
-      static_cast<T*>(values.data_ptr()), indices.data<int64_t>());
+      taken, n, k, idx_out.data<int64_t>(), src, static_cast<T*>(values.data_ptr()),
+      indices.data<int64_t>());
   KILN_CUDA_CHECK_LAUNCH("sort");
 }
 
@@ -121,6 +150,8 @@ void sort_kernel(const Tensor& values, const Tensor& indices, const Tensor& in, 
       return sort_typed<__nv_bfloat16>(values, indices, in, descending, k, ctx.stream);
     case DType::Int64: return sort_typed<int64_t>(values, indices, in, descending, k, ctx.stream);
     case DType::Int32: return sort_typed<int32_t>(values, indices, in, descending, k, ctx.stream);
+    case DType::Int16: return sort_typed<int16_t>(values, indices, in, descending, k, ctx.stream);
+    case DType::Int8: return sort_typed<int8_t>(values, indices, in, descending, k, ctx.stream);
     case DType::Bool:
     case DType::UInt8: return sort_typed<uint8_t>(values, indices, in, descending, k, ctx.stream);
     default: break;

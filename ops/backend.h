@@ -35,6 +35,8 @@ struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
   void (*unary)(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryParams& p) = nullptr;
   // out = op(a, b); a and b broadcast to out's shape, both in the compute dtype.
+  // On a GPU backend either input may instead be a 0-d CPU tensor (a Python
+  // number or CPU scalar): its one value applies to every element.
   void (*binary)(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
   // dst = src with dtype conversion; src broadcast to dst's shape; any strides.
   void (*copy)(const Tensor& dst, const Tensor& src) = nullptr;

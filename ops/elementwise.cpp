@@ -41,6 +41,16 @@ Tensor prepare_operand(const Tensor& t, DType dtype, const Shape& shape, Device 
   return x;
 }
 
+namespace {
+// Binary kernels of GPU backends take a CPU scalar operand by value
+// (ops/backend.h), which saves a host-to-device copy on every `x * 2`.
+Tensor prepare_binary_operand(const Tensor& t, DType dtype, const Shape& shape, Device device) {
+  if (!device.is_cpu() && t.dim() == 0 && t.device().is_cpu())
+    return t.dtype() == dtype ? t : to_dtype(detach(t), dtype);
+  return prepare_operand(t, dtype, shape, device);
+}
+}  // namespace
+
 DType binary_compute_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
   DType rt = result_type(a, b);
   switch (op_kind(op)) {
@@ -91,7 +101,8 @@ Tensor binary_compute(BinaryOp op, const Tensor& a, const Tensor& b) {
   Device dev = common_device({a, b}, name);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType ct = binary_compute_dtype(op, a, b);
-  Tensor x = prepare_operand(a, ct, shape, dev), y = prepare_operand(b, ct, shape, dev);
+  Tensor x = prepare_binary_operand(a, ct, shape, dev);
+  Tensor y = prepare_binary_operand(b, ct, shape, dev);
   Tensor out = make_tensor(shape, result_dtype(op, ct), dev);
   require_kernel(backend(dev).binary, name, dev)(op, out, x, y);
   return out;
@@ -123,11 +134,15 @@ void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const
   const std::string inplace_name = str_cat(op_name(op), "_");
   const char* name = inplace_name.c_str();
   Device dev = common_device({self, a, b}, name);
+  // A CPU scalar may be an input to a CUDA op, never its output.
+  KILN_CHECK(self.device() == dev, Runtime, "[", name, "] Expected all tensors to be on the same "
+             "device, but found at least two devices, ", self.device(), " and ", dev, "!");
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType ct = binary_compute_dtype(op, a, b);
   check_into(self, result_dtype(op, ct), shape, name);
   if (result_dtype(op, ct) == self.dtype()) {
-    Tensor x = prepare_operand(a, ct, shape, dev), y = prepare_operand(b, ct, shape, dev);
+    Tensor x = prepare_binary_operand(a, ct, shape, dev);
+    Tensor y = prepare_binary_operand(b, ct, shape, dev);
     // x.add_(x.t()): read the aliased operand from a copy, or the kernel
     // would read elements it has already overwritten.
     if (overlaps_differently(self, x)) x = clone(x);
