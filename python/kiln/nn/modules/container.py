@@ -56,6 +56,9 @@ class _ModuleSequence(Module):
 
     def insert(self, index, module):
         modules = list(self._modules.values())
+        if not -len(modules) <= index <= len(modules):
+            raise IndexError(f"[{type(self).__name__}.insert] index {index} is out of range for "
+                             f"length {len(modules)}")
         modules.insert(index, module)
         self._renumber(modules)
 

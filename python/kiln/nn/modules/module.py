@@ -85,7 +85,6 @@ class Module:
 
     training: bool
     forward = _forward_unimplemented
-    call_super_init = False
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -280,9 +279,6 @@ class Module:
             self._forget(name)
         else:
             object.__delattr__(self, name)
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
 
     def __dir__(self):
         keys = set(dir(type(self))) | set(self.__dict__) | set(self._parameters) | \
