@@ -69,7 +69,8 @@ CASES = [
     ("unflatten", lambda nn, t: nn.Unflatten(1, (2, 2)), [(U(3, 4), True)]),
     ("sequential", lambda nn, t: nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2)),
      [(U(5, 4), True)]),
-    ("cross_entropy", lambda nn, t: nn.CrossEntropyLoss(), [(U(5, 4), True), (labels(5, 4), False)]),
+    ("cross_entropy", lambda nn, t: nn.CrossEntropyLoss(),
+     [(U(5, 4), True), (labels(5, 4), False)]),
     ("cross_entropy_opts", lambda nn, t: nn.CrossEntropyLoss(
         weight=t(U(4, low=0.5)), ignore_index=2, label_smoothing=0.1, reduction="sum"),
      [(U(6, 4), True), (labels(6, 4), False)]),

@@ -7,7 +7,7 @@ _next_id = itertools.count()
 
 
 class HookDict(dict):
-    """A dict of hooks keyed by handle id; weak-referenceable so handles don't keep modules alive."""
+    """Hooks keyed by handle id; weak-referenceable so handles don't keep modules alive."""
 
     __slots__ = ("__weakref__",)
 
