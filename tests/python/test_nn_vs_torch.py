@@ -254,7 +254,7 @@ def test_snippet_state_dict_loads_into_torch(device):
                                          torch.tensor(y, device=device))
     k_loss.backward()
     t_loss.backward()
-    assert abs(k_loss.item() - t_loss.item()) < 1e-5
+    assert abs(k_loss.item() - t_loss.item()) < 1e-4
     for (name, kp), tp in zip(k_model.named_parameters(), t_model.parameters()):
-        np.testing.assert_allclose(kp.grad.cpu().numpy(), tp.grad.cpu().numpy(), atol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(kp.grad.cpu().numpy(), tp.grad.cpu().numpy(), atol=1e-4,
+                                   rtol=1e-3, err_msg=name)
