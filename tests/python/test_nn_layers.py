@@ -429,3 +429,31 @@ def test_transformer_encoder_layer_dropout_trains():
     x = kiln.randn(3, 2, 8)
     trained = m.train()(x).detach().numpy()
     assert not np.allclose(trained, m.eval()(x).detach().numpy())
+
+
+def test_multihead_attention_bias_kv_and_zero_attn():
+    m = nn.MultiheadAttention(4, 2, add_bias_kv=True, add_zero_attn=True,
+                              batch_first=True).double()
+    assert [n for n, _ in m.named_parameters()] == [
+        "in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight", "out_proj.bias"]
+    q, kv = rand(2, 3, 4), rand(2, 5, 4)
+    pad = np.zeros((2, 5), dtype=bool)
+    pad[1, 4] = True
+    out, w = m(T(q), T(kv), T(kv), key_padding_mask=kiln.tensor(pad))
+    # Reference: the projected bias key/value and a zero key/value join every sequence.
+    w_in, b_in, w_out, b_out = mha_params(m)
+    e = 4
+    k_proj = np.concatenate([kv @ w_in[e:2 * e].T + b_in[e:2 * e],
+                             np.broadcast_to(np_(m.bias_k), (2, 1, e)), np.zeros((2, 1, e))], 1)
+    v_proj = np.concatenate([kv @ w_in[2 * e:].T + b_in[2 * e:],
+                             np.broadcast_to(np_(m.bias_v), (2, 1, e)), np.zeros((2, 1, e))], 1)
+    mask = np.where(np.concatenate([pad, np.zeros((2, 2), dtype=bool)], 1), -np.inf, 0)
+    eye = np.concatenate([w_in[:e], np.eye(e), np.eye(e)])
+    bias = np.concatenate([b_in[:e], np.zeros(2 * e)])
+    ref_out, ref_w = np_mha(q, k_proj, v_proj, eye, bias, w_out, b_out, 2,
+                            mask[:, None, None, :])
+    assert_close(out, ref_out)
+    assert_close(w, ref_w.mean(1))
+    params = list(m.parameters())
+    xt = T(rand(1, 2, 4), requires_grad=True)
+    assert kiln.autograd.gradcheck(lambda a, *ps: m(a, a, a)[0], [xt] + params)

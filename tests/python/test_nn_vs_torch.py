@@ -96,6 +96,9 @@ CASES = [
     ("mha_kdim", lambda nn, t: nn.MultiheadAttention(8, 4, kdim=3, vdim=5,
                                                      batch_first=True).eval(),
      [(U(2, 3, 8), True), (U(2, 4, 3), True), (U(2, 4, 5), True)]),
+    ("mha_bias_kv_zero_attn", lambda nn, t: nn.MultiheadAttention(
+        8, 2, add_bias_kv=True, add_zero_attn=True).eval(),
+     [(U(3, 2, 8), True), (U(4, 2, 8), True), (U(4, 2, 8), True)]),
     ("encoder_layer", lambda nn, t: nn.TransformerEncoderLayer(
         8, 2, dim_feedforward=16, batch_first=True).eval(), [(U(2, 5, 8), True)]),
     ("encoder_layer_norm_first_gelu", lambda nn, t: nn.TransformerEncoderLayer(

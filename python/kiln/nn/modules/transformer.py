@@ -46,9 +46,6 @@ class MultiheadAttention(Module):
         if embed_dim % num_heads != 0:
             raise AssertionError(f"[MultiheadAttention] embed_dim must be divisible by num_heads, "
                                  f"got embed_dim={embed_dim} and num_heads={num_heads}")
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("[MultiheadAttention] add_bias_kv and add_zero_attn are not "
-                                      "supported by kiln")
         factory = {"device": device, "dtype": dtype}
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
@@ -73,8 +70,12 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **factory)
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = False
+        if add_bias_kv:
+            self.bias_k = Parameter(kiln.empty((1, 1, embed_dim), **factory))
+            self.bias_v = Parameter(kiln.empty((1, 1, embed_dim), **factory))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self):
@@ -87,6 +88,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def _project(self, query, key, value, self_attention):
         """q, k, v = the input projections, each (N, L or S, E)."""
@@ -122,9 +126,15 @@ class MultiheadAttention(Module):
         src_len = key.shape[1]
         heads, head_dim = self.num_heads, self.head_dim
         q, k, v = self._project(query, key, value, self_attention)
+        if self.bias_k is not None:  # one learned key/value appended to every sequence
+            k = kiln.cat([k, self.bias_k.expand(n, 1, self.embed_dim)], dim=1)
+            v = kiln.cat([v, self.bias_v.expand(n, 1, self.embed_dim)], dim=1)
         q = q.reshape(n, tgt_len, heads, head_dim).transpose(1, 2)
-        k = k.reshape(n, src_len, heads, head_dim).transpose(1, 2)
-        v = v.reshape(n, src_len, heads, head_dim).transpose(1, 2)
+        k = k.reshape(n, k.shape[1], heads, head_dim).transpose(1, 2)
+        v = v.reshape(n, v.shape[1], heads, head_dim).transpose(1, 2)
+        if self.add_zero_attn:  # and an all-zero key/value per head
+            zeros = kiln.zeros((n, heads, 1, head_dim), dtype=k.dtype, device=k.device)
+            k, v = kiln.cat([k, zeros], dim=2), kiln.cat([v, zeros], dim=2)
 
         mask = _additive_mask(attn_mask, q.dtype, "attn_mask")
         if mask is not None and mask.dim() == 3:
@@ -133,6 +143,10 @@ class MultiheadAttention(Module):
         if padding is not None:
             padding = padding.reshape(n, 1, 1, src_len)
             mask = padding if mask is None else mask + padding
+        extra = k.shape[2] - src_len
+        if mask is not None and extra:  # the appended keys are never masked
+            mask = kiln.cat([mask, kiln.zeros(tuple(mask.shape[:-1]) + (extra,), dtype=mask.dtype,
+                                              device=mask.device)], dim=-1)
         dropout_p = self.dropout if self.training else 0.0
 
         if need_weights:
