@@ -235,6 +235,10 @@ def test_forward_hooks_modify_and_remove():
         lin(x)
     lin(x)
     assert order == ["kw", "b", "a", "b", "a"]
+    seen = []
+    lin.register_forward_hook(lambda m, a, kw, o: seen.append(sorted(kw)), with_kwargs=True)
+    lin(input=x)
+    assert seen == [["input"]]
 
 
 def test_forward_missing_raises():
@@ -265,6 +269,9 @@ def test_to_and_casts_keep_parameter_identity():
     assert all(a is b for a, b in zip(net.parameters(), params))
     with pytest.raises(TypeError, match=r"\[Module.to\].*floating point"):
         net.to(kiln.int64)
+    with pytest.raises(TypeError, match=r"\[Module.to\] could not parse"):
+        net.to("cpu", kiln.float32, False, 3)
+    assert net.type(kiln.float64).steps.dtype == kiln.float64  # type() casts every tensor
 
 
 @requires_gpu
