@@ -20,6 +20,23 @@ def _format(self, spec):
     return object.__format__(self, spec)
 
 
+def _deepcopy(self, memo):
+    # Like PyTorch: only leaves can be copied; the copy keeps requires_grad and a copy of .grad.
+    if id(self) in memo:
+        return memo[id(self)]
+    if not self.is_leaf:
+        raise RuntimeError("[Tensor.__deepcopy__] Only Tensors created explicitly by the user "
+                           "(graph leaves) support the deepcopy protocol at the moment")
+    result = self.detach().clone()
+    if self.requires_grad:
+        result.requires_grad_(True)
+    if self.grad is not None:
+        result.grad = self.grad.detach().clone()
+    memo[id(self)] = result
+    return result
+
+
+Tensor.__deepcopy__ = _deepcopy
 Tensor.__repr__ = tensor_repr
 Tensor.__str__ = tensor_repr
 Tensor.__iter__ = _iter

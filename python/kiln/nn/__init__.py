@@ -1,3 +1,7 @@
-"""kiln.nn: modules arrive with the training API; functional ops are here now."""
+"""kiln.nn: modules, parameters, initialisers and training utilities (PyTorch's torch.nn)."""
 
 from kiln.nn import functional  # noqa: F401
+from kiln.nn.parameter import Parameter  # noqa: F401
+from kiln.nn.modules import *  # noqa: F401,F403
+from kiln.nn.modules import Module  # noqa: F401
+from kiln.nn import init, utils  # noqa: F401

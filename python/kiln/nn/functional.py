@@ -47,3 +47,9 @@ elu = _nn.elu
 cosine_similarity = _nn.cosine_similarity
 scaled_dot_product_attention = _nn.scaled_dot_product_attention
 dropout = _C._dropout
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., k] = sum_ij input1[..., i] weight[k, i, j] input2[..., j] (+ bias[k])."""
+    out = _C.einsum("...i,kij,...j->...k", input1, weight, input2)
+    return out if bias is None else out + bias

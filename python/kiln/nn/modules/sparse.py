@@ -1,0 +1,75 @@
+"""Embedding: a lookup table of `num_embeddings` vectors of size `embedding_dim`."""
+
+import kiln
+from kiln.autograd.grad_mode import no_grad
+from kiln.nn import functional as F
+from kiln.nn import init
+from kiln.nn.modules.module import Module
+from kiln.nn.parameter import Parameter
+
+
+class Embedding(Module):
+    """Rows of `weight` by index; the padding_idx row starts at zero and gets no gradient."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 _freeze=False, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"[Embedding] padding_idx {padding_idx} must be within "
+                                 f"[-{num_embeddings}, {num_embeddings})")
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
+        self.max_norm = max_norm
+        self.norm_type = norm_type
+        self.scale_grad_by_freq = scale_grad_by_freq
+        self.sparse = sparse
+        if _weight is None:
+            self.weight = Parameter(kiln.empty((num_embeddings, embedding_dim), device=device,
+                                               dtype=dtype), requires_grad=not _freeze)
+            self.reset_parameters()
+        else:
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise ValueError(f"[Embedding] Shape of weight {list(_weight.shape)} does not "
+                                 f"match num_embeddings and embedding_dim "
+                                 f"{[num_embeddings, embedding_dim]}")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx].fill_(0)
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self):
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            text += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse:
+            text += ", sparse=True"
+        return text
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
+                        norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+        """An Embedding whose weight is `embeddings` (2-D); freeze=True stops its training."""
+        if embeddings.dim() != 2:
+            raise ValueError(f"[Embedding.from_pretrained] Embeddings parameter is expected to "
+                             f"be 2-dimensional, got shape {list(embeddings.shape)}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx,
+                   max_norm=max_norm, norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq,
+                   sparse=sparse)
