@@ -54,7 +54,7 @@ def from_bytes(buf, name, shape):
     (whose length the caller has checked)."""
     arr = np.frombuffer(buf, dtype=DTYPES[name][1]).reshape(shape)
     if name == "bfloat16":
-        widened = (arr.astype(np.uint32) << 16).view(np.float32)
+        widened = np.asarray(arr.astype(np.uint32) << 16).view(np.float32)  # 0-d stays an array
         return _C.from_numpy(widened).to(_C.bfloat16)
     # from_numpy shares memory, and `buf` may be read-only or reused: own a copy.
     return _C.from_numpy(arr.astype(arr.dtype.newbyteorder("="), copy=True))

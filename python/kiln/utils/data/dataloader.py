@@ -5,6 +5,7 @@ import multiprocessing
 import pickle
 import queue
 import signal
+import time
 import warnings
 
 import kiln
@@ -181,6 +182,9 @@ class _BaseIter:
         self.dataset = loader.dataset
         self.iterable = isinstance(loader.dataset, IterableDataset)
         self.fetcher_cls = _worker.IterableFetcher if self.iterable else _worker.MapFetcher
+        # Drawn with or without workers, so a seeded generator gives the same shuffle either way.
+        self.base_seed = int(
+            kiln.empty((), dtype=kiln.int64).random_(generator=loader.generator).item())
 
     def _new_epoch(self):
         self.sampler_iter = iter(self.loader._index_sampler)
@@ -225,7 +229,6 @@ class _MultiProcessIter(_BaseIter):
         self.num_workers = loader.num_workers
         self.prefetch = loader.prefetch_factor * loader.num_workers
         ctx = loader._context()
-        base_seed = int(kiln.empty((), dtype=kiln.int64).random_(generator=loader.generator).item())
         self.data_queue = ctx.Queue()
         self.done_event = ctx.Event()
         self.index_queues, self.workers = [], []
@@ -237,7 +240,7 @@ class _MultiProcessIter(_BaseIter):
                 target=_worker.worker_loop,
                 args=(loader.dataset, self.fetcher_cls, index_queue, self.data_queue,
                       self.done_event, loader._auto_collation, loader.collate_fn,
-                      loader.drop_last, base_seed, loader.worker_init_fn, worker_id,
+                      loader.drop_last, self.base_seed, loader.worker_init_fn, worker_id,
                       self.num_workers),
                 daemon=True,
             )
@@ -348,9 +351,13 @@ class _MultiProcessIter(_BaseIter):
         self.shut_down = True
         self.done_event.set()
         for q in self.index_queues:
-            q.put(None)
+            try:
+                q.put(None)
+            except ValueError:
+                pass  # closed by its finalizer when this iterator is garbage-collected
+        deadline = time.monotonic() + 2 * _worker.STATUS_CHECK_INTERVAL
         for w in self.workers:
-            w.join(timeout=2 * _worker.STATUS_CHECK_INTERVAL)
+            w.join(timeout=max(0.0, deadline - time.monotonic()))
             if w.is_alive():
                 w.terminate()
                 w.join()

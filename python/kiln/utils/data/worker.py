@@ -167,6 +167,8 @@ def worker_loop(dataset, fetcher_cls, index_queue, data_queue, done_event, auto_
             try:
                 task = index_queue.get(timeout=STATUS_CHECK_INTERVAL)
             except queue.Empty:
+                if done_event.is_set():
+                    break  # the main process may be gone before its None arrives
                 continue
             if task is None:
                 break
