@@ -259,6 +259,9 @@ class _Loader:
             raise self.reader.error("the kiln.structure metadata names a tensor that the file "
                                     "does not hold", key)
         t = self.reader.tensor(key, self.entries[key])
+        if requires_grad and not t.is_floating_point():
+            raise self.reader.error(f"kiln.structure metadata marks a {t.dtype} tensor as "
+                                    "requiring grad; only floating-point tensors can", key)
         t = self._place(t, key, saved_device)
         return t.requires_grad_(True) if requires_grad else t
 
@@ -353,7 +356,7 @@ def load(f, map_location=None, weights_only=True):
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
             return _load_from(fh, os.fspath(f), map_location)
-    name = repr(getattr(f, "name", "<file object>"))
+    name = repr(f.name) if isinstance(getattr(f, "name", None), str) else "<file object>"
     if not (hasattr(f, "seekable") and f.seekable()):
         f = io.BytesIO(f.read())
     return _load_from(f, name, map_location)
