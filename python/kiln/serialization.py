@@ -16,8 +16,8 @@ import io
 import json
 import math
 import os
+import secrets
 import struct
-import tempfile
 
 from kiln import _C, _tensor_bytes
 
@@ -113,6 +113,17 @@ def _write(f, tensors, structure):
         f.write(data)
 
 
+def _create_temp(directory, base):
+    """A new file next to the target. Unlike tempfile.mkstemp (mode 0600) it gets the
+    permissions any new file gets under the umask, which the checkpoint then keeps."""
+    while True:
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def save(obj, f):
     """Saves a tensor or a structure holding tensors (a state dict, nested dicts,
     lists, tuples, numbers, strings) to `f`, a path or a writable binary file.
@@ -129,8 +140,7 @@ def save(obj, f):
         return
     path = os.fspath(f)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
+    fd, tmp = _create_temp(directory, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as out:
             _write(out, flattener.tensors, structure)

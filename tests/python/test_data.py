@@ -379,6 +379,15 @@ def test_worker_errors_are_reraised_with_the_worker_traceback():
     loader = DataLoader(Failing(), batch_size=None, sampler=[6], num_workers=1)
     with pytest.raises(KeyError, match="missing"):
         list(loader)
+    # An exception class that cannot be pickled still brings its message, as a RuntimeError.
+    class Local(Exception):
+        pass
+
+    def raise_local(batch):
+        raise Local("local failure")
+
+    with pytest.raises(RuntimeError, match="(?s)Caught Local.*local failure"):
+        list(DataLoader(Squares(4), batch_size=2, num_workers=1, collate_fn=raise_local))
     # A result that cannot be pickled is an error too, not a lost batch.
     loader = DataLoader(Squares(4), batch_size=2, num_workers=1, collate_fn=lambda b: lambda: b)
     with pytest.raises(Exception, match="pickling its result"):

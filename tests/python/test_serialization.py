@@ -185,6 +185,11 @@ def test_save_is_atomic(tmp_path, monkeypatch):
         kiln.save({"bad": object()}, tmp_path / "new.safetensors")
     assert os.listdir(tmp_path) == ["ck.safetensors"]
 
+    # The replacement file gets ordinary permissions, not a private temp file's 0600.
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
 
 def test_header_layout_and_safetensors_interop(tmp_path):
     path = tmp_path / "ck.safetensors"

@@ -159,7 +159,7 @@ class DataLoader:
             return _SingleProcessIter(self)
         if not self.persistent_workers:
             return _MultiProcessIter(self)
-        if self._iterator is None:
+        if self._iterator is None or self._iterator.shut_down:  # first epoch, or after a failure
             self._iterator = _MultiProcessIter(self)
         else:
             self._iterator._reset(first_epoch=False)

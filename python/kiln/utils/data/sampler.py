@@ -105,7 +105,8 @@ class BatchSampler(Sampler):
             )
         if not isinstance(drop_last, bool):
             raise ValueError(
-                f"[BatchSampler] drop_last should be a boolean value, but got drop_last={drop_last!r}"
+                "[BatchSampler] drop_last should be a boolean value, but got "
+                f"drop_last={drop_last!r}"
             )
         self.sampler = sampler
         self.batch_size = batch_size

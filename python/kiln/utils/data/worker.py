@@ -59,7 +59,11 @@ class ExceptionWrapper:
 
     def __init__(self, where):
         exc_type, exc, _ = sys.exc_info()
-        self.exc_type = exc_type
+        try:
+            pickle.dumps(exc_type)
+            self.exc_type = exc_type
+        except Exception:  # e.g. a class defined inside a function: the text still travels
+            self.exc_type = RuntimeError
         self.message = (
             f"Caught {exc_type.__name__} {where}.\nOriginal "
             + "".join(traceback.format_exception(exc_type, exc, exc.__traceback__))
