@@ -13,6 +13,7 @@ import pytest
 import kiln
 from kiln.utils.data import (
     BatchSampler,
+    ChainDataset,
     ConcatDataset,
     DataLoader,
     Dataset,
@@ -22,6 +23,7 @@ from kiln.utils.data import (
     Subset,
     SubsetRandomSampler,
     TensorDataset,
+    WeightedRandomSampler,
     default_collate,
     default_convert,
     get_worker_info,
@@ -137,6 +139,14 @@ def test_tensor_dataset_subset_concat():
         ConcatDataset([Squares(2), Range(3)])
 
 
+def test_chain_dataset():
+    chained = Range(3) + Range(2)
+    assert isinstance(chained, ChainDataset) and list(chained) == [0, 1, 2, 0, 1]
+    assert len(chained) == 5
+    with pytest.raises(TypeError, match=r"\[ChainDataset\].*Squares"):
+        list(ChainDataset([Range(1), Squares(2)]))
+
+
 def test_random_split():
     ds = Squares(10)
     parts = random_split(ds, [3, 7], generator=kiln.Generator().manual_seed(1))
@@ -186,6 +196,21 @@ def test_sequential_and_random_sampler():
         RandomSampler(data, num_samples=0)
     with pytest.raises(ValueError, match="num_samples=0"):
         RandomSampler([])
+
+
+def test_weighted_random_sampler():
+    g = kiln.Generator().manual_seed(0)
+    drawn = list(WeightedRandomSampler([0.0, 1.0, 3.0], 400, generator=g))
+    counts = np.bincount(drawn, minlength=3)
+    assert counts[0] == 0 and 60 < counts[1] < 140 and counts[1] + counts[2] == 400
+    once = list(WeightedRandomSampler(kiln.tensor([1.0, 2.0, 3.0]), 3, replacement=False))
+    assert sorted(once) == [0, 1, 2]
+    with pytest.raises(ValueError, match="num_samples=0"):
+        WeightedRandomSampler([1.0], 0)
+    with pytest.raises(ValueError, match="replacement=1"):
+        WeightedRandomSampler([1.0], 1, replacement=1)
+    with pytest.raises(ValueError, match=r"shape \[1, 2\]"):
+        WeightedRandomSampler([[1.0, 2.0]], 1)
 
 
 def test_subset_random_and_batch_sampler():

@@ -3,6 +3,7 @@
 from kiln.utils.data.collate import default_collate, default_convert  # noqa: F401
 from kiln.utils.data.dataloader import DataLoader  # noqa: F401
 from kiln.utils.data.dataset import (  # noqa: F401
+    ChainDataset,
     ConcatDataset,
     Dataset,
     IterableDataset,
@@ -16,5 +17,6 @@ from kiln.utils.data.sampler import (  # noqa: F401
     Sampler,
     SequentialSampler,
     SubsetRandomSampler,
+    WeightedRandomSampler,
 )
 from kiln.utils.data.worker import WorkerInfo, get_worker_info  # noqa: F401

@@ -24,7 +24,25 @@ class IterableDataset(Dataset):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
     def __add__(self, other):
-        raise TypeError("[IterableDataset.__add__] iterable datasets cannot be concatenated")
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Several iterable datasets read one after the other."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError(
+                    f"[ChainDataset] only supports IterableDataset; got {type(d).__name__}"
+                )
+            yield from d
+
+    def __len__(self):
+        return sum(len(d) for d in self.datasets)
 
 
 class TensorDataset(Dataset):

@@ -94,6 +94,41 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
+class WeightedRandomSampler(Sampler):
+    """`num_samples` indices drawn with probability proportional to `weights`."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError(
+                "[WeightedRandomSampler] num_samples should be a positive integer value, but got "
+                f"num_samples={num_samples!r}"
+            )
+        if not isinstance(replacement, bool):
+            raise ValueError(
+                "[WeightedRandomSampler] replacement should be a boolean value, but got "
+                f"replacement={replacement!r}"
+            )
+        weights = kiln.tensor(weights, dtype=kiln.float64) if not isinstance(
+            weights, kiln.Tensor) else weights.to(kiln.float64)
+        if weights.dim() != 1:
+            raise ValueError(
+                "[WeightedRandomSampler] weights should be a 1-d sequence, but got weights of "
+                f"shape {list(weights.shape)}"
+            )
+        self.weights = weights
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        drawn = kiln.multinomial(self.weights, self.num_samples, self.replacement,
+                                 generator=self.generator)
+        return iter(drawn.tolist())
+
+    def __len__(self):
+        return self.num_samples
+
+
 class BatchSampler(Sampler):
     """Groups another sampler's indices into lists of `batch_size`."""
 
