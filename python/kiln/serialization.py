@@ -206,7 +206,7 @@ class _Reader:
         if missing:
             raise self.error(f"entry lacks {sorted(missing)}", key)
         code = entry["dtype"]
-        if code not in _tensor_bytes.BY_CODE:
+        if not isinstance(code, str) or code not in _tensor_bytes.BY_CODE:
             raise self.error(f"unknown or unsupported dtype {code!r:.40}; kiln reads "
                              f"{sorted(_tensor_bytes.BY_CODE)}", key)
         dtype = _tensor_bytes.BY_CODE[code]
@@ -321,7 +321,8 @@ class _Loader:
             for k, v in items:
                 out[k] = self.node(v, f"{where}.{k}")
             return out
-        if kind == "dtype" and node.get("name") in _tensor_bytes.DTYPES:
+        if kind == "dtype" and isinstance(node.get("name"), str) and (
+                node["name"] in _tensor_bytes.DTYPES):
             return _tensor_bytes.dtype_from_name(node["name"])
         if kind == "device" and isinstance(node.get("name"), str):
             return _C.device(self._device_name(node["name"], where))

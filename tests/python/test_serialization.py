@@ -286,6 +286,7 @@ GOOD = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
     (_file({"w": 5}), "tensor 'w': entry must be a JSON object"),
     (_file({"w": {"dtype": "F32"}}), "tensor 'w': entry lacks"),
     (_file({"w": dict(GOOD, dtype="C64")}, bytes(8)), "tensor 'w': unknown or unsupported dtype"),
+    (_file({"w": dict(GOOD, dtype=["F32"])}, bytes(8)), "tensor 'w': unknown or unsupported"),
     (_file({"w": dict(GOOD, shape=[-2])}, bytes(8)), "tensor 'w': shape must be"),
     (_file({"w": dict(GOOD, shape=[2.0])}, bytes(8)), "tensor 'w': shape must be"),
     (_file({"w": dict(GOOD, shape="2")}, bytes(8)), "tensor 'w': shape must be"),
@@ -298,6 +299,12 @@ GOOD = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
     (_file({"w": GOOD, "__metadata__": {"kiln.structure": "{"}}, bytes(8)),
      "kiln.structure metadata is not valid JSON"),
     (_file({"w": GOOD, "__metadata__": {"kiln.structure": '{"kind": "set"}'}}, bytes(8)),
+     "kiln.structure metadata is malformed at '<root>'"),
+    (_file({"w": GOOD, "__metadata__": {"kiln.structure": json.dumps(
+        {"kind": "dtype", "name": ["float32"]})}}, bytes(8)),
+     "kiln.structure metadata is malformed at '<root>'"),
+    (_file({"w": GOOD, "__metadata__": {"kiln.structure": json.dumps(
+        {"kind": "dict", "items": [[1.5, 2]]})}}, bytes(8)),
      "kiln.structure metadata is malformed at '<root>'"),
     (_file({"w": GOOD, "__metadata__": {"kiln.structure": json.dumps(
         {"kind": "tensor", "key": "v", "device": "cpu", "requires_grad": False})}}, bytes(8)),
