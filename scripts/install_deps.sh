@@ -34,6 +34,7 @@ need_py numpy numpy
 need_py pybind11 pybind11
 need_py pytest pytest
 need_py scikit-learn sklearn
+need_py safetensors safetensors
 
 if [ "${#missing_py[@]}" -gt 0 ]; then
   echo "install_deps: installing Python packages: ${missing_py[*]}"

@@ -43,3 +43,34 @@ Tensor.__iter__ = _iter
 Tensor.__contains__ = _contains
 Tensor.__format__ = _format
 Tensor.__module__ = "kiln"
+
+
+def _rebuild_tensor(dtype, shape, data, device, requires_grad):
+    """Unpickles a tensor written by Tensor.__reduce_ex__."""
+    from kiln import _tensor_bytes
+
+    t = _tensor_bytes.from_bytes(data, dtype, tuple(shape))
+    if device != "cpu":
+        t = t.to(device)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def _reduce_ex(self, protocol):
+    # Plain (dtype name, shape, bytes): no storage sharing, so a worker's batch
+    # arrives as an independent tensor and the format never runs kiln code on load
+    # beyond this rebuild function.
+    from kiln import _tensor_bytes
+
+    return (
+        _rebuild_tensor,
+        (
+            _tensor_bytes.dtype_name(self.dtype),
+            tuple(self.shape),
+            _tensor_bytes.to_bytes(self),
+            str(self.device),
+            self.requires_grad,
+        ),
+    )
+
+
+Tensor.__reduce_ex__ = _reduce_ex

@@ -1,0 +1,373 @@
+"""kiln.save and kiln.load: checkpoints as safetensors files.
+
+Note [Checkpoint format]
+A checkpoint is a plain safetensors file: an 8-byte little-endian header length,
+a JSON header (padded with spaces to a multiple of 8 bytes) naming each tensor's
+dtype, shape and byte range, then the tensor bytes. Any safetensors reader can
+load the tensors. What the saved object looked like around the tensors (dicts,
+lists, tuples, numbers, strings, devices) is a JSON tree stored as the string
+value of __metadata__["kiln.structure"]; its leaves name tensors by key. Loading
+parses JSON and copies bytes, nothing else: no pickle, so a checkpoint cannot
+run code, and every field is checked before it is used.
+"""
+
+import collections
+import io
+import json
+import math
+import os
+import secrets
+import struct
+
+from kiln import _C, _tensor_bytes
+
+STRUCTURE_KEY = "kiln.structure"
+_METADATA = "__metadata__"
+_INT64_MAX = 2**63 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# save
+
+
+class _Flattener:
+    """Walks a saved object: collects its tensors under unique dotted keys and
+    returns the JSON tree of everything else (see Note [Checkpoint format])."""
+
+    def __init__(self):
+        self.tensors = {}  # key -> tensor, in visiting order
+        self._on_path = set()  # ids of the containers being visited, to catch cycles
+
+    def _key(self, path):
+        base = ".".join(path) if path else "tensor"
+        key, n = base, 0
+        while key in self.tensors or key == _METADATA:
+            n += 1
+            key = f"{base}#{n}"
+        return key
+
+    def node(self, obj, path):
+        where = ".".join(path) or "<root>"
+        if obj is None or isinstance(obj, (bool, int, float, str)):
+            return obj
+        if isinstance(obj, _C.Tensor):
+            key = self._key(path)
+            self.tensors[key] = obj
+            return {"kind": "tensor", "key": key, "device": str(obj.device),
+                    "requires_grad": bool(obj.requires_grad)}
+        if isinstance(obj, _C.dtype):
+            return {"kind": "dtype", "name": _tensor_bytes.dtype_name(obj)}
+        if isinstance(obj, _C.device):
+            return {"kind": "device", "name": str(obj)}
+        if not isinstance(obj, (dict, list, tuple)):
+            raise TypeError(
+                f"[kiln.save] cannot save an object of type {type(obj).__name__} at '{where}': "
+                "checkpoints hold tensors, dicts, lists, tuples, str, int, float, bool, None, "
+                "dtypes and devices"
+            )
+        if id(obj) in self._on_path:
+            raise ValueError(f"[kiln.save] the object contains a reference cycle at '{where}'")
+        self._on_path.add(id(obj))
+        try:
+            if isinstance(obj, dict):
+                items = []
+                for k, v in obj.items():
+                    if isinstance(k, bool) or not isinstance(k, (str, int)):
+                        raise TypeError(
+                            f"[kiln.save] dict keys must be str or int; got {k!r} of type "
+                            f"{type(k).__name__} at '{where}'"
+                        )
+                    items.append([k, self.node(v, path + [str(k)])])
+                return {"kind": "dict", "items": items,
+                        "ordered": isinstance(obj, collections.OrderedDict)}
+            kind = "tuple" if isinstance(obj, tuple) else "list"
+            return {"kind": kind,
+                    "items": [self.node(v, path + [str(i)]) for i, v in enumerate(obj)]}
+        finally:
+            self._on_path.discard(id(obj))
+
+
+def _header(tensors, structure):
+    entries, offset = {}, 0
+    for key, t in tensors.items():
+        name = _tensor_bytes.dtype_name(t.dtype)
+        nbytes = t.numel() * _tensor_bytes.itemsize(name)
+        entries[key] = {"dtype": _tensor_bytes.DTYPES[name][0], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    entries[_METADATA] = {STRUCTURE_KEY: json.dumps(structure, separators=(",", ":"))}
+    header = json.dumps(entries, separators=(",", ":")).encode("utf-8")
+    header += b" " * (-len(header) % 8)
+    return struct.pack("<Q", len(header)) + header, entries
+
+
+def _write(f, tensors, structure):
+    prefix, entries = _header(tensors, structure)
+    f.write(prefix)
+    for key, t in tensors.items():
+        data = _tensor_bytes.to_bytes(t)
+        begin, end = entries[key]["data_offsets"]
+        if len(data) != end - begin:
+            raise RuntimeError(f"[kiln.save] tensor '{key}' produced {len(data)} bytes, "
+                               f"expected {end - begin}")
+        f.write(data)
+
+
+def _create_temp(directory, base):
+    """A new file next to the target. Unlike tempfile.mkstemp (mode 0600) it gets the
+    permissions any new file gets under the umask, which the checkpoint then keeps."""
+    while True:
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def save(obj, f):
+    """Saves a tensor or a structure holding tensors (a state dict, nested dicts,
+    lists, tuples, numbers, strings) to `f`, a path or a writable binary file.
+
+    The file is a safetensors file (see Note [Checkpoint format]). Tensors are
+    saved contiguously, each on its own even when they share storage. Saving to a
+    path is atomic: the data goes to a temporary file in the same directory, which
+    replaces `f` only once it is complete and on disk.
+    """
+    flattener = _Flattener()
+    structure = flattener.node(obj, [])
+    if not isinstance(f, (str, os.PathLike)):
+        _write(f, flattener.tensors, structure)
+        return
+    path = os.fspath(f)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = _create_temp(directory, os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            _write(out, flattener.tensors, structure)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # makes the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# load
+
+
+class _Reader:
+    """Validated access to one safetensors file; every error names the file."""
+
+    def __init__(self, f, name):
+        self.f = f
+        self.name = name
+        self.start = f.tell()
+        self.size = f.seek(0, os.SEEK_END) - self.start
+        f.seek(self.start)
+
+    def error(self, what, key=None):
+        where = f"{self.name}: " + (f"tensor '{key}': " if key is not None else "")
+        return ValueError(f"[kiln.load] {where}{what}")
+
+    def read_header(self):
+        if self.size < 8:
+            raise self.error(f"file is {self.size} bytes, too short for the 8-byte header length")
+        (n,) = struct.unpack("<Q", self.f.read(8))
+        if n > self.size - 8:
+            raise self.error(f"header length {n} runs past the end of the file "
+                             f"({self.size - 8} bytes follow the length)")
+        raw = self.f.read(n)
+        try:
+            header = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+        except (ValueError, RecursionError) as e:
+            raise self.error(f"header is not valid JSON ({e})") from None
+        if not isinstance(header, dict):
+            raise self.error(f"header must be a JSON object; got {type(header).__name__}")
+        self.data_start = 8 + n
+        self.data_size = self.size - self.data_start
+        metadata = header.pop(_METADATA, {})
+        if not isinstance(metadata, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise self.error("__metadata__ must be a JSON object of strings to strings")
+        entries = {key: self._check_entry(key, entry) for key, entry in header.items()}
+        return entries, metadata
+
+    def _check_entry(self, key, entry):
+        if not isinstance(entry, dict):
+            raise self.error(f"entry must be a JSON object; got {entry!r:.80}", key)
+        missing = {"dtype", "shape", "data_offsets"} - entry.keys()
+        if missing:
+            raise self.error(f"entry lacks {sorted(missing)}", key)
+        code = entry["dtype"]
+        if not isinstance(code, str) or code not in _tensor_bytes.BY_CODE:
+            raise self.error(f"unknown or unsupported dtype {code!r:.40}; kiln reads "
+                             f"{sorted(_tensor_bytes.BY_CODE)}", key)
+        dtype = _tensor_bytes.BY_CODE[code]
+        shape = entry["shape"]
+        if not isinstance(shape, list) or not all(
+                _is_int(d) and 0 <= d <= _INT64_MAX for d in shape):
+            raise self.error(f"shape must be a list of non-negative integers; got {shape!r:.80}",
+                             key)
+        offsets = entry["data_offsets"]
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_int, offsets))
+                and 0 <= offsets[0] <= offsets[1]):
+            raise self.error("data_offsets must be [begin, end] integers with 0 <= begin <= end; "
+                             f"got {offsets!r:.80}", key)
+        begin, end = offsets
+        nbytes = math.prod(shape) * _tensor_bytes.itemsize(dtype)
+        if end - begin != nbytes:
+            raise self.error(f"data_offsets {offsets} span {end - begin} bytes but dtype {code} "
+                             f"and shape {shape} need {nbytes}", key)
+        if end > self.data_size:
+            raise self.error(f"data_offsets {offsets} run past the data region of "
+                             f"{self.data_size} bytes", key)
+        return dtype, tuple(shape), begin, end
+
+    def tensor(self, key, entry):
+        dtype, shape, begin, end = entry
+        self.f.seek(self.start + self.data_start + begin)
+        buf = self.f.read(end - begin)
+        if len(buf) != end - begin:
+            raise self.error(f"read {len(buf)} of {end - begin} bytes; the file changed while "
+                             "loading", key)
+        try:
+            return _tensor_bytes.from_bytes(buf, dtype, shape)
+        except Exception as e:  # e.g. a shape NumPy or kiln cannot represent
+            raise self.error(f"cannot build a {dtype} tensor of shape {list(shape)} ({e})",
+                             key) from None
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _unique_keys(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate keys {sorted({k for k in keys if keys.count(k) > 1})}")
+    return dict(pairs)
+
+
+class _Loader:
+    """Rebuilds the saved object from the structure tree, placing each tensor
+    where map_location says."""
+
+    def __init__(self, reader, entries, map_location):
+        self.reader = reader
+        self.entries = entries
+        self.map_location = map_location
+
+    def tensor(self, key, saved_device="cpu", requires_grad=False):
+        if key not in self.entries:
+            raise self.reader.error("the kiln.structure metadata names a tensor that the file "
+                                    "does not hold", key)
+        t = self.reader.tensor(key, self.entries[key])
+        if requires_grad and not t.is_floating_point():
+            raise self.reader.error(f"kiln.structure metadata marks a {t.dtype} tensor as "
+                                    "requiring grad; only floating-point tensors can", key)
+        t = self._place(t, key, saved_device)
+        return t.requires_grad_(True) if requires_grad else t
+
+    def _place(self, t, key, saved):
+        loc = self.map_location
+        if callable(loc) and not isinstance(loc, (str, _C.device)):
+            placed = loc(t, saved)
+            if placed is not None:
+                return placed
+            target = saved
+        elif loc is None:
+            target = saved
+        elif isinstance(loc, (str, _C.device)):
+            target = str(loc)
+        elif isinstance(loc, dict):
+            mapping = {str(k): str(v) for k, v in loc.items()}
+            target = mapping.get(saved, saved)
+        else:
+            raise TypeError("[kiln.load] map_location must be None, a str, a kiln.device, a "
+                            f"dict or a callable; got {type(loc).__name__}")
+        if target == "cpu":
+            return t
+        if _C.device(target).type == "cuda" and not _C._cuda_is_available():
+            raise RuntimeError(
+                f"[kiln.load] {self.reader.name}: tensor '{key}' was saved on {saved} and maps "
+                f"to {target}, but CUDA is not available; pass map_location='cpu' to load it "
+                "on the CPU"
+            )
+        return t.to(target)
+
+    def node(self, node, where):
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        kind = node.get("kind") if isinstance(node, dict) else None
+        items = node.get("items") if isinstance(node, dict) else None
+        if kind == "tensor" and isinstance(node.get("key"), str) and isinstance(
+                node.get("device"), str) and isinstance(node.get("requires_grad"), bool):
+            return self.tensor(node["key"], self._device_name(node["device"], where),
+                               node["requires_grad"])
+        if kind in ("list", "tuple") and isinstance(items, list):
+            values = [self.node(v, f"{where}.{i}") for i, v in enumerate(items)]
+            return tuple(values) if kind == "tuple" else values
+        if kind == "dict" and isinstance(items, list) and all(
+                isinstance(it, list) and len(it) == 2
+                and (isinstance(it[0], str) or _is_int(it[0])) for it in items):
+            out = collections.OrderedDict() if node.get("ordered") is True else {}
+            for k, v in items:
+                out[k] = self.node(v, f"{where}.{k}")
+            return out
+        if kind == "dtype" and isinstance(node.get("name"), str) and (
+                node["name"] in _tensor_bytes.DTYPES):
+            return _tensor_bytes.dtype_from_name(node["name"])
+        if kind == "device" and isinstance(node.get("name"), str):
+            return _C.device(self._device_name(node["name"], where))
+        raise self.reader.error(f"kiln.structure metadata is malformed at '{where}': "
+                                f"{json.dumps(node)[:80]}")
+
+    def _device_name(self, name, where):
+        try:
+            return str(_C.device(name))
+        except Exception:
+            raise self.reader.error(f"kiln.structure metadata names an invalid device {name!r:.40} "
+                                    f"at '{where}'") from None
+
+
+def _load_from(f, name, map_location):
+    reader = _Reader(f, name)
+    entries, metadata = reader.read_header()
+    loader = _Loader(reader, entries, map_location)
+    if STRUCTURE_KEY not in metadata:
+        return {key: loader.tensor(key) for key in entries}
+    try:
+        structure = json.loads(metadata[STRUCTURE_KEY])
+    except (ValueError, RecursionError) as e:
+        raise reader.error(f"kiln.structure metadata is not valid JSON ({e})") from None
+    try:
+        return loader.node(structure, "<root>")
+    except RecursionError:
+        raise reader.error("kiln.structure metadata is nested too deeply") from None
+
+
+def load(f, map_location=None, weights_only=True):
+    """Loads an object saved by kiln.save, or the tensors of any safetensors file
+    (as a dict name -> tensor), from `f`, a path or a readable binary file.
+
+    map_location: None puts each tensor back on the device it was saved from; a
+    device or str puts all of them there; a dict maps saved device names to new
+    ones ({'cuda:0': 'cpu'}); a callable fn(cpu_tensor, saved_device_name) returns
+    the placed tensor, or None for the default. Loading never runs code from the
+    file, so weights_only=False loads the same things as True. A malformed file
+    raises ValueError naming the file, the tensor key and the problem.
+    """
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            return _load_from(fh, os.fspath(f), map_location)
+    name = repr(f.name) if isinstance(getattr(f, "name", None), str) else "<file object>"
+    if not (hasattr(f, "seekable") and f.seekable()):
+        f = io.BytesIO(f.read())
+    return _load_from(f, name, map_location)
