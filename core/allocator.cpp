@@ -13,7 +13,7 @@ constexpr size_t kCpuAlignment = 64;
 
 class CpuAllocator final : public Allocator {
  public:
-  std::shared_ptr<void> allocate(size_t nbytes, Device) override {
+  std::shared_ptr<void> allocate(size_t nbytes, Device, const AllocationLabel&) override {
     size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     if (rounded == 0) rounded = kCpuAlignment;
     void* p = std::aligned_alloc(kCpuAlignment, rounded);

@@ -7,13 +7,25 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/dtype.h"
 
 namespace kiln {
+
+// What an allocation holds, kept by the CUDA allocator so an out-of-memory
+// error can name the largest live tensors by shape and dtype. Fixed-size, so
+// carrying it costs nothing measurable per allocation.
+struct AllocationLabel {
+  static constexpr int kMaxDims = 8;
+  int ndim = -1;  // -1: not a tensor (raw storage), or more than kMaxDims dims
+  int64_t sizes[kMaxDims] = {};
+  DType dtype = DType::UInt8;
+};
 
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual std::shared_ptr<void> allocate(size_t nbytes, Device device) = 0;
+  virtual std::shared_ptr<void> allocate(size_t nbytes, Device device,
+                                         const AllocationLabel& label) = 0;
 };
 
 Allocator* cpu_allocator();

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "core/allocator.h"
 #include "core/device.h"
 
 namespace kiln {
@@ -19,6 +20,6 @@ struct StorageImpl {
 
 using Storage = std::shared_ptr<StorageImpl>;
 
-Storage make_storage(size_t nbytes, Device device);
+Storage make_storage(size_t nbytes, Device device, const AllocationLabel& label = {});
 
 }  // namespace kiln

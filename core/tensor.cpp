@@ -6,9 +6,9 @@
 
 namespace kiln {
 
-Storage make_storage(size_t nbytes, Device device) {
+Storage make_storage(size_t nbytes, Device device, const AllocationLabel& label) {
   auto s = std::make_shared<StorageImpl>();
-  s->data = allocator_for(device)->allocate(nbytes, device);
+  s->data = allocator_for(device)->allocate(nbytes, device, label);
   s->nbytes = nbytes;
   s->device = device;
   return s;
@@ -171,7 +171,13 @@ Tensor make_tensor(const Shape& sizes, DType dtype, Device device) {
                sizes);
   }
   size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * kiln::itemsize(dtype);
-  return Tensor(std::make_shared<TensorImpl>(make_storage(nbytes, device), sizes,
+  AllocationLabel label;
+  if (!device.is_cpu() && sizes.size() <= AllocationLabel::kMaxDims) {
+    label.ndim = static_cast<int>(sizes.size());
+    std::copy(sizes.begin(), sizes.end(), label.sizes);
+    label.dtype = dtype;
+  }
+  return Tensor(std::make_shared<TensorImpl>(make_storage(nbytes, device, label), sizes,
                                              contiguous_strides(sizes), 0, dtype));
 }
 

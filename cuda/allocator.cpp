@@ -57,6 +57,7 @@ struct Block {
   bool small;
   bool allocated = false;
   size_t requested = 0;
+  AllocationLabel label;  // what the live allocation holds (for OOM reports)
   int pending_events = 0;
   Block* prev = nullptr;  // neighbours within the segment
   Block* next = nullptr;
@@ -97,7 +98,8 @@ std::string format_bytes(int64_t n) {
 
 class CachingAllocator final : public Allocator {
  public:
-  std::shared_ptr<void> allocate(size_t nbytes, Device device) override {
+  std::shared_ptr<void> allocate(size_t nbytes, Device device,
+                                 const AllocationLabel& label) override {
     const int dev = resolve_device(device, "cuda allocator");
     cudaStream_t stream = stream_of(dev);
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,6 +133,7 @@ class CachingAllocator final : public Allocator {
     }
     b->allocated = true;
     b->requested = nbytes;
+    b->label = label;
     st.active[b->ptr] = b;
     MemoryStats& s = st.stats;
     s.allocated += b->size;
@@ -305,9 +308,11 @@ class CachingAllocator final : public Allocator {
   std::string oom_message(DeviceState& st, int dev, size_t nbytes) {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
-    std::vector<size_t> live;
-    for (auto& [p, b] : st.active) live.push_back(b->requested);
-    std::sort(live.rbegin(), live.rend());
+    std::vector<const Block*> live;
+    for (auto& [p, b] : st.active) live.push_back(b);
+    const size_t shown = std::min<size_t>(live.size(), 5);
+    std::partial_sort(live.begin(), live.begin() + shown, live.end(),
+                      [](const Block* x, const Block* y) { return x->requested > y->requested; });
     std::ostringstream ss;
     ss << "[cuda allocator] CUDA out of memory. Tried to allocate "
        << format_bytes(static_cast<int64_t>(nbytes)) << " on cuda:" << dev
@@ -317,9 +322,17 @@ class CachingAllocator final : public Allocator {
        << " reserved but unused; the device has " << format_bytes(static_cast<int64_t>(free_b))
        << " free of " << format_bytes(static_cast<int64_t>(total_b)) << " total.";
     if (!live.empty()) {
-      ss << " Largest live allocations:";
-      for (size_t i = 0; i < live.size() && i < 5; ++i)
-        ss << (i ? ", " : " ") << format_bytes(static_cast<int64_t>(live[i]));
+      ss << " Largest live tensors:";
+      for (size_t i = 0; i < shown; ++i) {
+        const AllocationLabel& l = live[i]->label;
+        ss << (i ? ", " : " ");
+        if (l.ndim >= 0) {
+          ss << "[";
+          for (int d = 0; d < l.ndim; ++d) ss << (d ? ", " : "") << l.sizes[d];
+          ss << "] " << l.dtype << " ";
+        }
+        ss << format_bytes(static_cast<int64_t>(live[i]->requested));
+      }
       ss << ".";
     }
     ss << " Free tensors that are no longer needed (del, or smaller batches) and retry.";

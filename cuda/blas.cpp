@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/flags.h"
 #include "cuda/kernels.h"
 #include "cuda/internal.h"
 
@@ -57,7 +58,10 @@ void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   cudaDataType_t type;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   switch (out.dtype()) {
-    case DType::Float32: type = CUDA_R_32F; break;
+    case DType::Float32:
+      type = CUDA_R_32F;
+      if (backend_flags().matmul_allow_tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
     case DType::Float64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
     case DType::Float16: type = CUDA_R_16F; break;
     case DType::BFloat16: type = CUDA_R_16BF; break;

@@ -23,7 +23,7 @@ from kiln.random import (  # noqa: F401
     manual_seed,
     seed,
 )
-from kiln import autograd, cuda, nn, utils  # noqa: F401
+from kiln import autograd, backends, cuda, nn, utils  # noqa: F401
 from kiln.serialization import load, save  # noqa: F401
 
 OutOfMemoryError = _C.OutOfMemoryError
@@ -42,3 +42,16 @@ def is_floating_point(input):
 
 def numel(input):
     return input.numel()
+
+
+def set_float32_matmul_precision(precision):
+    """"highest" keeps float32 matmuls in float32; "high" and "medium" allow TF32."""
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(
+            f"[set_float32_matmul_precision] Invalid precision {precision!r}: "
+            "expected 'highest', 'high' or 'medium'")
+    backends.cuda.matmul.allow_tf32 = precision != "highest"
+
+
+def get_float32_matmul_precision():
+    return "high" if backends.cuda.matmul.allow_tf32 else "highest"

@@ -195,11 +195,41 @@ def test_out_of_memory_is_actionable_and_recoverable():
     assert str(request) in msg and "cuda:0" in msg
     assert str(kiln.cuda.memory_allocated()) in msg
     assert "free" in msg and "total" in msg and "reserved but unused" in msg
-    assert str(4 << 20) in msg  # the live 4 MiB tensor is listed
+    assert "[1048576] float32" in msg and str(4 << 20) in msg  # the live tensor, by shape
     assert kiln.cuda.memory_stats()["num_ooms"] >= 1
     # the process goes on
     y = kiln.full((1000,), 2.0, device="cuda")
     assert y.cpu().tolist() == [2.0] * 1000 and keep.cpu()[0].item() == 1.0
+
+
+@requires_gpu
+def test_training_continues_after_filling_the_device():
+    kiln.manual_seed(0)
+    model = kiln.nn.Sequential(kiln.nn.Linear(256, 512), kiln.nn.ReLU(), kiln.nn.Linear(512, 10))
+    model.to("cuda")
+    x = kiln.randn(4096, 256, device="cuda")
+    target = kiln.randint(0, 10, (4096,), device="cuda")
+
+    def step():
+        model.zero_grad()
+        loss = kiln.nn.functional.cross_entropy(model(x), target)
+        loss.backward()
+        with kiln.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+        return loss.item()
+
+    first = step()
+    hog = []
+    with pytest.raises(kiln.cuda.OutOfMemoryError) as info:
+        while True:  # the whole card, 4 GiB at a time
+            hog.append(kiln.empty(4 << 30, dtype=kiln.uint8, device="cuda"))
+    assert len(hog) >= 2 and "[4294967296] uint8" in str(info.value)
+    with pytest.raises(kiln.cuda.OutOfMemoryError):
+        kiln.empty(8 << 30, dtype=kiln.uint8, device="cuda")
+    hog.clear()
+    losses = [step() for _ in range(5)]
+    assert all(np.isfinite(losses)) and losses[-1] < first
 
 
 @requires_gpu

@@ -12,7 +12,6 @@ cannot be pickled then becomes an error reported to the main process, instead
 of being dropped by the queue's feeder thread and leaving the main process waiting.
 """
 
-import ctypes
 import os
 import pickle
 import queue
@@ -129,14 +128,8 @@ def _single_threaded_openmp():
     """Note [OpenMP after fork]: GNU OpenMP's thread pool does not survive fork(), and
     the first parallel region in a forked child waits forever for threads that are
     gone. A worker needs no intra-op parallelism (the workers are the parallelism),
-    so it limits OpenMP to one thread, which never touches the pool. kiln links the
-    runtime already, so loading it by name returns the same library."""
-    for name in ("libgomp.so.1", "libomp.so", "libiomp5.so"):
-        try:
-            ctypes.CDLL(name).omp_set_num_threads(1)
-            return
-        except (OSError, AttributeError):
-            continue
+    so it limits OpenMP to one thread, which never touches the pool."""
+    kiln.set_num_threads(1)
 
 
 def _seed_worker(seed):

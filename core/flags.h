@@ -1,0 +1,22 @@
+// Process-wide numerics switches users flip from Python (kiln.backends.*),
+// read by the kernels they affect. Atomic: a training thread may read them
+// while another thread sets them.
+#pragma once
+
+namespace kiln {
+
+struct BackendFlags {
+  // float32 matmuls may run on TF32 tensor cores (PyTorch's default: off).
+  bool matmul_allow_tf32 = false;
+  // cuDNN convolutions may use TF32 (PyTorch's default: on).
+  bool cudnn_allow_tf32 = true;
+  // Pick cuDNN algorithms by timing them once per shape.
+  bool cudnn_benchmark = false;
+  // Only deterministic cuDNN algorithms.
+  bool cudnn_deterministic = false;
+};
+
+BackendFlags backend_flags();
+void set_backend_flags(const BackendFlags& flags);
+
+}  // namespace kiln

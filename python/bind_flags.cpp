@@ -1,0 +1,39 @@
+// kiln._C switches: numerics flags behind kiln.backends and the CPU thread count.
+#include <pybind11/pybind11.h>
+
+#include "core/error.h"
+#include "core/flags.h"
+#include "core/parallel.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+
+namespace {
+
+bool* field(BackendFlags& f, const std::string& name) {
+  if (name == "matmul_allow_tf32") return &f.matmul_allow_tf32;
+  if (name == "cudnn_allow_tf32") return &f.cudnn_allow_tf32;
+  if (name == "cudnn_benchmark") return &f.cudnn_benchmark;
+  if (name == "cudnn_deterministic") return &f.cudnn_deterministic;
+  fail(ErrorKind::Value, "[kiln.backends] unknown flag '", name, "'");
+}
+
+}  // namespace
+
+void init_flags(py::module_& m) {
+  m.def("_get_backend_flag", [](const std::string& name) {
+    BackendFlags f = backend_flags();
+    return *field(f, name);
+  });
+  m.def("_set_backend_flag", [](const std::string& name, bool value) {
+    BackendFlags f = backend_flags();
+    *field(f, name) = value;
+    set_backend_flags(f);
+  });
+  m.def("set_num_threads", &set_num_threads, py::arg("int"));
+  m.def("get_num_threads", &get_num_threads);
+}
+
+}  // namespace kiln::python
