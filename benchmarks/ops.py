@@ -48,6 +48,18 @@ def launch_floor_us():
     return float(out.stdout.strip()) if out.returncode == 0 else None
 
 
+def kiln_layers():
+    """kiln's host cost per layer, from C++ without Python (benchmarks/cuda_overhead.cpp)."""
+    exe = os.path.join(ROOT, "build", "kiln_cuda_overhead")
+    if not os.path.exists(exe):
+        return []
+    out = subprocess.run([exe], capture_output=True, text=True)
+    if out.returncode != 0:
+        return []
+    return [f"{'kiln C++ ' + name + ': host us/op':42s}{float(v):12.2f}"
+            for name, v in (line.rsplit(" ", 1) for line in out.stdout.strip().splitlines())]
+
+
 def run(mod):
     r = {}
     a, b = mod.randn(1024, device="cuda"), mod.randn(1024, device="cuda")
@@ -91,6 +103,8 @@ def main():
         ratio = f"{value / ref:12.2f}" if ref else f"{'n/a':>12s}"
         print(f"{key:42s}{value:12.2f}{(ref if ref else float('nan')):12.2f}{ratio}")
     print(f"{'bare CUDA launch floor: host us/op':42s}{floor if floor else float('nan'):12.2f}")
+    for line in kiln_layers():
+        print(line)
 
 
 if __name__ == "__main__":

@@ -146,22 +146,6 @@ struct CompareFn {
   }
 };
 
-// One input operand: device memory, or a host scalar passed by value.
-template <typename T>
-struct In {
-  const T* ptr = nullptr;  // null: every element is `value`
-  T value{};
-  __device__ T at(int64_t offset) const { return ptr ? ptr[offset] : value; }
-  template <int V>
-  __device__ Pack<T, V> pack(int64_t p) const {
-    if (ptr) return reinterpret_cast<const Pack<T, V>*>(ptr)[p];
-    Pack<T, V> r;
-#pragma unroll
-    for (int k = 0; k < V; ++k) r.v[k] = value;
-    return r;
-  }
-};
-
 // Contiguous operands: V elements per 16-byte access, then the tail.
 template <int V, typename T, typename Out, typename F>
 __global__ void binary_flat_kernel(int64_t n, Out* out, In<T> a, In<T> b, F f) {

@@ -91,6 +91,22 @@ struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 
+// One input operand: device memory, or a host scalar passed by value.
+template <typename T>
+struct In {
+  const T* ptr = nullptr;  // null: every element is `value`
+  T value{};
+  __device__ T at(int64_t offset) const { return ptr ? ptr[offset] : value; }
+  template <int V>
+  __device__ Pack<T, V> pack(int64_t p) const {
+    if (ptr) return reinterpret_cast<const Pack<T, V>*>(ptr)[p];
+    Pack<T, V> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) r.v[k] = value;
+    return r;
+  }
+};
+
 inline bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;  // null (a scalar operand) passes
 }

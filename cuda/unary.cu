@@ -101,29 +101,66 @@ __device__ bool unary_predicate(UnaryOp op, T v) {
 }
 
 template <typename T>
-__global__ void unary_same_kernel(UnaryOp op, UnaryParams p, int64_t n, OffsetCalc<2> calc,
-                                  T* out, const T* in) {
-  using A = acc_t<T>;
+struct UnaryFn {
+  UnaryOp op;
+  UnaryParams p;
+  __device__ T operator()(T x) const {
+    using A = acc_t<T>;
+    if constexpr (std::is_same_v<T, bool>) {
+      return !x;  // bitwise_not of bool
+    } else if constexpr (std::is_floating_point_v<A>) {
+      return static_cast<T>(unary_floating<A>(op, static_cast<A>(x), p));
+    } else {
+      return unary_integral<T>(op, x, p);
+    }
+  }
+};
+
+template <typename T>
+struct PredicateFn {
+  UnaryOp op;
+  __device__ bool operator()(T x) const { return unary_predicate<T>(op, x); }
+};
+
+// Contiguous operands: V elements per 16-byte access, then the tail.
+template <int V, typename T, typename Out, typename F>
+__global__ void unary_flat_kernel(int64_t n, Out* out, const T* in, F f) {
+  const int64_t packs = n / V;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t p = first; p < packs; p += step) {
+    const Pack<T, V> x = reinterpret_cast<const Pack<T, V>*>(in)[p];
+    Pack<Out, V> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) r.v[k] = f(x.v[k]);
+    reinterpret_cast<Pack<Out, V>*>(out)[p] = r;
+  }
+  for (int64_t i = packs * V + first; i < n; i += step) out[i] = f(in[i]);
+}
+
+template <typename T, typename Out, typename F>
+__global__ void unary_strided_kernel(int64_t n, OffsetCalc<2> calc, Out* out, const T* in, F f) {
   KILN_GRID_STRIDE(i, n) {
     int64_t off[2];
     calc.get(i, off);
-    if constexpr (std::is_same_v<T, bool>) {
-      out[off[0]] = !in[off[1]];  // bitwise_not of bool
-    } else if constexpr (std::is_floating_point_v<A>) {
-      out[off[0]] = static_cast<T>(unary_floating<A>(op, static_cast<A>(in[off[1]]), p));
-    } else {
-      out[off[0]] = unary_integral<T>(op, in[off[1]], p);
-    }
+    out[off[0]] = f(in[off[1]]);
   }
 }
 
-template <typename T>
-__global__ void unary_bool_kernel(UnaryOp op, int64_t n, OffsetCalc<2> calc, bool* out,
-                                  const T* in) {
-  KILN_GRID_STRIDE(i, n) {
-    int64_t off[2];
-    calc.get(i, off);
-    out[off[0]] = unary_predicate<T>(op, in[off[1]]);
+template <typename T, typename Out, typename F>
+void launch_unary(const Tensor& out, const Tensor& in, F f, const char* name,
+                  cudaStream_t stream) {
+  const int64_t n = out.numel();
+  const OffsetCalc<2> calc = make_offset_calc<2>(out.sizes(), {&out, &in}, name);
+  Out* o = static_cast<Out*>(out.data_ptr());
+  const T* x = static_cast<const T*>(in.data_ptr());
+  constexpr int V = kVectorBytes / sizeof(T);
+  if (!calc.contiguous) {
+    unary_strided_kernel<T, Out><<<grid_for(n), kThreads, 0, stream>>>(n, calc, o, x, f);
+  } else if (is_aligned(o, sizeof(Out) * V) && is_aligned(x, sizeof(T) * V)) {
+    unary_flat_kernel<V, T, Out><<<flat_grid(n, V), kThreads, 0, stream>>>(n, o, x, f);
+  } else {
+    unary_flat_kernel<1, T, Out><<<flat_grid(n, 1), kThreads, 0, stream>>>(n, o, x, f);
   }
 }
 
@@ -134,12 +171,10 @@ void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryPa
   const int64_t n = out.numel();
   if (n == 0) return;
   LaunchContext ctx(out);
-  auto calc = make_offset_calc<2>(out.sizes(), {&out, &in}, name);
   if (op_kind(op) == UnaryKind::Bool) {
     dispatch_all(in.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      unary_bool_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(op, n, calc, out.data<bool>(),
-                                                         static_cast<const T*>(in.data_ptr()));
+      launch_unary<T, bool>(out, in, PredicateFn<T>{op}, name, ctx.stream);
     });
   } else {
     if (in.dtype() == DType::Bool) {
@@ -154,9 +189,7 @@ void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryPa
     }
     dispatch_all(in.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      unary_same_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(op, p, n, calc,
-                                                         static_cast<T*>(out.data_ptr()),
-                                                         static_cast<const T*>(in.data_ptr()));
+      launch_unary<T, T>(out, in, UnaryFn<T>{op, p}, name, ctx.stream);
     });
   }
   KILN_CUDA_CHECK_LAUNCH(name);

@@ -1,87 +1,129 @@
-"""Trains a two-layer MLP on scikit-learn's bundled 8x8 digits (no download),
-written the way a PyTorch user writes a loop. `make train` runs this.
-
-Manual SGD under kiln.no_grad() stands in for kiln.optim until the training
-API lands.
+"""Trains an MLP on scikit-learn's bundled 8x8 digits (no download), written
+the way a PyTorch user writes it: kiln.nn, kiln.optim, a DataLoader, a
+checkpoint at the end. `make train` runs this on the best device.
 """
 
 import argparse
+import os
 import time
 
 import numpy as np
 from sklearn.datasets import load_digits
 
 import kiln
+import kiln.nn as nn
 import kiln.nn.functional as F
+from kiln.utils.data import DataLoader, TensorDataset
+
+try:
+    from tqdm import tqdm
+except ImportError:  # the progress bar is optional
+    tqdm = None
 
 
 def best_device():
     return "cuda" if kiln.cuda.is_available() else "cpu"
 
 
-def init_linear(fan_in, fan_out, device):
-    # Kaiming-uniform-like init, as nn.Linear does.
-    bound = 1.0 / fan_in**0.5
-    w = (kiln.rand(fan_in, fan_out, device=device) * 2 - 1) * bound
-    b = (kiln.rand(fan_out, device=device) * 2 - 1) * bound
-    return w.requires_grad_(), b.requires_grad_()
+def make_model(hidden):
+    return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+
+
+def digits_datasets(seed):
+    digits = load_digits()
+    features = (digits.data / 16.0).astype(np.float32)
+    labels = digits.target.astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(features))
+    n_train = int(0.8 * len(features))
+    train, test = order[:n_train], order[n_train:]
+    return (TensorDataset(kiln.from_numpy(features[train]), kiln.from_numpy(labels[train])),
+            TensorDataset(kiln.from_numpy(features[test]), kiln.from_numpy(labels[test])))
+
+
+@kiln.no_grad()
+def predict(model, dataset, device):
+    model.eval()
+    x, _ = dataset.tensors
+    return model(x.to(device)).argmax(dim=1).cpu()
+
+
+def save_loss_curve(losses, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot(np.arange(1, len(losses) + 1), losses)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("train loss")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--device", default=best_device())
+    parser.add_argument("--out", default="out", help="folder for the checkpoint and the plot")
     args = parser.parse_args()
 
     kiln.manual_seed(0)
-    rng = np.random.default_rng(0)
-    digits = load_digits()
-    features = (digits.data / 16.0).astype(np.float32)
-    labels = digits.target.astype(np.int64)
-    order = rng.permutation(len(features))
-    n_train = int(0.8 * len(features))
-    train, test = order[:n_train], order[n_train:]
+    device = kiln.device(args.device)
+    train_set, test_set = digits_datasets(seed=0)
+    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True,
+                        generator=kiln.Generator().manual_seed(0),
+                        pin_memory=device.type == "cuda")
+    model = make_model(args.hidden).to(device)
+    optimizer = kiln.optim.Adam(model.parameters(), lr=args.lr)
+    scheduler = kiln.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
 
-    device = args.device
-    x_train = kiln.tensor(features[train], device=device)
-    y_train = kiln.tensor(labels[train], device=device)
-    x_test = kiln.tensor(features[test], device=device)
-    y_test = kiln.tensor(labels[test], device=device)
-
-    w1, b1 = init_linear(64, args.hidden, device)
-    w2, b2 = init_linear(args.hidden, 10, device)
-    params = [w1, b1, w2, b2]
-
-    def model(x):
-        return F.relu(x @ w1 + b1) @ w2 + b2
-
-    print(f"training a 64-{args.hidden}-10 MLP on {n_train} digits on {device}")
+    print(f"training a 64-{args.hidden}-10 MLP on {len(train_set)} digits on {device}")
     start = time.perf_counter()
-    for epoch in range(args.epochs):
-        perm = kiln.tensor(rng.permutation(n_train), device=device)
-        total, batches = 0.0, 0
-        for i in range(0, n_train, args.batch_size):
-            idx = perm[i:i + args.batch_size]
-            loss = F.cross_entropy(model(x_train[idx]), y_train[idx])
-            for p in params:
-                p.grad = None
+    epochs = range(args.epochs)
+    bar = tqdm(epochs, unit="epoch") if tqdm else None
+    losses = []
+    for epoch in bar if bar is not None else epochs:
+        model.train()
+        total = kiln.zeros((), device=device)
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
             loss.backward()
-            with kiln.no_grad():
-                for p in params:
-                    p -= args.lr * p.grad
-            total += loss.item()
-            batches += 1
-        if epoch % 5 == 4 or epoch == 0:
-            print(f"epoch {epoch + 1:3d}  train loss {total / batches:.4f}")
+            optimizer.step()
+            total += loss.detach()
+        scheduler.step()
+        losses.append(total.item() / len(loader))
+        if bar is not None:
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        elif epoch % 5 == 4 or epoch == 0:
+            print(f"epoch {epoch + 1:3d}  train loss {losses[-1]:.4f}")
+    elapsed = time.perf_counter() - start
 
-    with kiln.no_grad():
-        predictions = model(x_test).argmax(dim=1)
-        accuracy = (predictions == y_test).float().mean().item()
-    print(f"trained in {time.perf_counter() - start:.1f} s")
-    print(f"test accuracy: {accuracy:.4f}")
+    predictions = predict(model, test_set, device)
+    accuracy = (predictions == test_set.tensors[1]).float().mean().item()
+    print(f"trained in {elapsed:.1f} s; test accuracy: {accuracy:.4f}")
+
+    os.makedirs(args.out, exist_ok=True)
+    checkpoint = os.path.join(args.out, "digits_mlp.safetensors")
+    kiln.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+               "epochs": args.epochs, "test_accuracy": accuracy}, checkpoint)
+    restored = make_model(args.hidden)
+    restored.load_state_dict(kiln.load(checkpoint, map_location="cpu")["model"])
+    same = bool((predict(restored, test_set, "cpu") == predictions).all().item())
+    print(f"checkpoint: {checkpoint} (reloaded model predicts identically: {same})")
+    plot = save_loss_curve(losses, os.path.join(args.out, "digits_loss.png"))
+    if plot:
+        print(f"loss curve: {plot}")
+    if not same:
+        raise SystemExit("the reloaded checkpoint predicts differently")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+// Where kiln's host time per CUDA op goes, without Python: the allocator
+// alone (allocate + free of a 1024-float tensor) and a whole kiln::add from
+// C++. benchmarks/ops.py prints these beside the Python-level numbers and the
+// bare launch floor, so the cost of each layer is visible.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "core/tensor.h"
+#include "cuda/device.h"
+#include "ops/binary.h"
+#include "ops/creation.h"
+
+namespace {
+
+template <typename F>
+double median_us(F&& f, int iters = 20000, int repeats = 7) {
+  for (int i = 0; i < 1000; ++i) f();  // warm-up (fills the allocator's cache)
+  std::vector<double> samples;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    auto t1 = std::chrono::steady_clock::now();
+    samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[repeats / 2];
+}
+
+}  // namespace
+
+int main() {
+  using namespace kiln;
+  if (!cuda::is_available()) {
+    std::printf("cuda_overhead: no CUDA device\n");
+    return 1;
+  }
+  const Device dev(DeviceType::CUDA, 0);
+  Tensor a = ones({1024}, DType::Float32, dev), b = ones({1024}, DType::Float32, dev);
+  const double alloc = median_us([&] { make_tensor({1024}, DType::Float32, dev); });
+  const double add_op = median_us([&] { add(a, b, Scalar(1)); });
+  std::printf("allocate+free %.3f\nadd %.3f\n", alloc, add_op);
+  return 0;
+}
