@@ -23,7 +23,7 @@ step configure cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DPython_EXECUTABLE="$(command -v python3)"
 step build cmake --build build -j "$(nproc)"
 step test-cpp ctest --test-dir build --output-on-failure -j "$(nproc)"
-step test-python python3 -m pytest -q -p no:cacheprovider tests/python
+step test-python python3 -m pytest -q -rs -p no:cacheprovider tests/python
 step bench-cpu-overhead python3 benchmarks/cpu_overhead.py
 cat "$LOG_DIR/bench-cpu-overhead.log"
 printf '%s\n' "${summary[@]}"

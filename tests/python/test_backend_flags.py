@@ -45,7 +45,7 @@ def test_num_threads():
 
 @requires_gpu
 def test_tf32_changes_float32_matmul_precision_on_gpu():
-    a, b = rand(512, 512), rand(512, 512)
+    a, b = rand(512, 512).astype("float32"), rand(512, 512).astype("float32")
     exact = a.astype("float64") @ b.astype("float64")
     ga, gb = kiln.tensor(a, device="cuda"), kiln.tensor(b, device="cuda")
     full = (ga @ gb).cpu().numpy()
