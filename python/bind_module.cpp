@@ -50,4 +50,5 @@ PYBIND11_MODULE(_C, m) {
   init_random(m, cls);
   init_autograd(m, cls);
   init_cuda(m);
+  init_optim(m);
 }

@@ -27,5 +27,6 @@ void init_nn(pybind11::module_& m, TensorClass& cls);
 void init_random(pybind11::module_& m, TensorClass& cls);
 void init_autograd(pybind11::module_& m, TensorClass& cls);
 void init_cuda(pybind11::module_& m);
+void init_optim(pybind11::module_& m);
 
 }  // namespace kiln::python

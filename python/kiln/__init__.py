@@ -23,7 +23,7 @@ from kiln.random import (  # noqa: F401
     manual_seed,
     seed,
 )
-from kiln import autograd, cuda, nn  # noqa: F401
+from kiln import autograd, cuda, nn, optim  # noqa: F401
 
 OutOfMemoryError = _C.OutOfMemoryError
 is_grad_enabled = _C.is_grad_enabled

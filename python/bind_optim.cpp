@@ -1,0 +1,112 @@
+// kiln._C._fused_{adam,sgd,rmsprop,adagrad}_: the multi-tensor steps kiln.optim calls once
+// per param group (ops/optim.h).
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/optim.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+
+namespace {
+
+// A list or tuple of tensors; None entries become undefined tensors (new SGD buffers).
+std::vector<Tensor> tensor_list(py::handle seq, const char* op, const char* name) {
+  KILN_CHECK(PyList_Check(seq.ptr()) || PyTuple_Check(seq.ptr()), Type, "[", op, "] ", name,
+             " must be a list or tuple of tensors, not ",
+             std::string(py::str(py::type::handle_of(seq).attr("__name__"))));
+  py::sequence s = py::reinterpret_borrow<py::sequence>(seq);
+  std::vector<Tensor> out;
+  out.reserve(s.size());
+  for (py::handle item : s) {
+    if (item.is_none()) {
+      out.emplace_back();
+      continue;
+    }
+    KILN_CHECK(py::isinstance<TensorImpl>(item), Type, "[", op, "] ", name,
+               " must contain tensors, found ",
+               std::string(py::str(py::type::handle_of(item).attr("__name__"))));
+    out.emplace_back(item.cast<std::shared_ptr<TensorImpl>>());
+  }
+  return out;
+}
+
+}  // namespace
+
+void init_optim(py::module_& m) {
+  m.def(
+      "_fused_adam_",
+      [](py::handle params, py::handle grads, py::handle exp_avgs, py::handle exp_avg_sqs,
+         py::handle max_exp_avg_sqs, py::handle steps, double lr, double beta1, double beta2,
+         double weight_decay, double eps, bool amsgrad, bool maximize,
+         bool decoupled_weight_decay) {
+        const char* op = "_fused_adam_";
+        fused_adam_(tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
+                    tensor_list(exp_avgs, op, "exp_avgs"),
+                    tensor_list(exp_avg_sqs, op, "exp_avg_sqs"),
+                    tensor_list(max_exp_avg_sqs, op, "max_exp_avg_sqs"),
+                    tensor_list(steps, op, "steps"), lr, beta1, beta2, weight_decay, eps,
+                    amsgrad, maximize, decoupled_weight_decay);
+      },
+      py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
+      py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("lr"), py::arg("beta1"),
+      py::arg("beta2"), py::arg("weight_decay"), py::arg("eps"), py::arg("amsgrad"),
+      py::arg("maximize"), py::arg("decoupled_weight_decay") = false,
+      "Adam/AdamW step over lists of tensors; increments `steps`.");
+
+  m.def(
+      "_fused_sgd_",
+      [](py::handle params, py::handle grads, py::handle momentum_buffers, double lr,
+         double momentum, double dampening, double weight_decay, bool nesterov, bool maximize) {
+        const char* op = "_fused_sgd_";
+        std::vector<Tensor> bufs = fused_sgd_(
+            tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
+            tensor_list(momentum_buffers, op, "momentum_buffers"), lr, momentum, dampening,
+            weight_decay, nesterov, maximize);
+        py::list out(bufs.size());
+        for (size_t i = 0; i < bufs.size(); ++i) out[i] = py::cast(bufs[i]);
+        return out;
+      },
+      py::arg("params"), py::arg("grads"), py::arg("momentum_buffers"), py::arg("lr"),
+      py::arg("momentum"), py::arg("dampening"), py::arg("weight_decay"), py::arg("nesterov"),
+      py::arg("maximize"),
+      "SGD step over lists of tensors; None momentum buffers are created. Returns the buffers.");
+
+  m.def(
+      "_fused_rmsprop_",
+      [](py::handle params, py::handle grads, py::handle square_avgs, py::handle momentum_buffers,
+         py::handle grad_avgs, py::handle steps, double lr, double alpha, double eps,
+         double weight_decay, double momentum, bool centered, bool maximize) {
+        const char* op = "_fused_rmsprop_";
+        fused_rmsprop_(tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
+                       tensor_list(square_avgs, op, "square_avgs"),
+                       tensor_list(momentum_buffers, op, "momentum_buffers"),
+                       tensor_list(grad_avgs, op, "grad_avgs"), tensor_list(steps, op, "steps"),
+                       lr, alpha, eps, weight_decay, momentum, centered, maximize);
+      },
+      py::arg("params"), py::arg("grads"), py::arg("square_avgs"), py::arg("momentum_buffers"),
+      py::arg("grad_avgs"), py::arg("steps"), py::arg("lr"), py::arg("alpha"), py::arg("eps"),
+      py::arg("weight_decay"), py::arg("momentum"), py::arg("centered"), py::arg("maximize"),
+      "RMSprop step over lists of tensors; increments `steps`.");
+
+  m.def(
+      "_fused_adagrad_",
+      [](py::handle params, py::handle grads, py::handle state_sums, py::handle steps, double lr,
+         double lr_decay, double weight_decay, double eps, bool maximize) {
+        const char* op = "_fused_adagrad_";
+        fused_adagrad_(tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
+                       tensor_list(state_sums, op, "state_sums"),
+                       tensor_list(steps, op, "steps"), lr, lr_decay, weight_decay, eps,
+                       maximize);
+      },
+      py::arg("params"), py::arg("grads"), py::arg("state_sums"), py::arg("steps"),
+      py::arg("lr"), py::arg("lr_decay"), py::arg("weight_decay"), py::arg("eps"),
+      py::arg("maximize"), "Adagrad step over lists of tensors; increments `steps`.");
+}
+
+}  // namespace kiln::python
