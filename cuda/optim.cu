@@ -36,13 +36,14 @@ struct ChunkArgs {
 
 // Each functor updates one element from its kNumLists values (param, grad, used states in
 // slot order) and says which lists it writes back (all but the grad).
-template <typename A, bool Momentum>
+template <typename A, bool Momentum, bool Nesterov>
 struct SgdOp {
   static constexpr int kNumLists = Momentum ? 3 : 2;
   om::Consts<A> c;
-  __device__ void operator()(A* v, double s0, double) const {
+  __device__ void operator()(A* v, double s0, double s1) const {
     A unused = 0;
-    om::sgd<A, Momentum>(v[0], v[1], Momentum ? v[kNumLists - 1] : unused, c, s0 != 0);
+    om::sgd<A, Momentum, Nesterov>(v[0], v[1], Momentum ? v[kNumLists - 1] : unused, c, A(s0),
+                                   A(s1));
   }
 };
 
@@ -183,8 +184,9 @@ void step_dtype(const OptimizerStep& s, const std::vector<size_t>& idx, cudaStre
   const OptimizerHyper& h = s.hyper;
   switch (s.algo) {
     case OptimizerAlgo::SGD:
-      if (h.momentum != 0) return multi_tensor_apply<T>(s, idx, SgdOp<A, true>{c}, stream);
-      return multi_tensor_apply<T>(s, idx, SgdOp<A, false>{c}, stream);
+      if (h.momentum == 0) return multi_tensor_apply<T>(s, idx, SgdOp<A, false, false>{c}, stream);
+      if (h.nesterov) return multi_tensor_apply<T>(s, idx, SgdOp<A, true, true>{c}, stream);
+      return multi_tensor_apply<T>(s, idx, SgdOp<A, true, false>{c}, stream);
     case OptimizerAlgo::Adam:
       if (h.amsgrad) return multi_tensor_apply<T>(s, idx, AdamOp<A, true>{c}, stream);
       return multi_tensor_apply<T>(s, idx, AdamOp<A, false>{c}, stream);

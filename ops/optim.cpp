@@ -200,9 +200,12 @@ std::vector<Tensor> fused_sgd_(const std::vector<Tensor>& params,
     s.states[0] = momentum_buffers;
     for (size_t i = 0; i < n; ++i) {
       Tensor& buf = s.states[0][i];
-      const bool first = !buf.defined();
-      if (first) buf = empty(params[i].sizes(), params[i].dtype(), params[i].device());
-      s.scalars[i] = {first ? 1.0 : 0.0, 0.0};
+      if (buf.defined()) {
+        s.scalars[i] = {momentum, 1 - dampening};
+      } else {
+        buf = zeros(params[i].sizes(), params[i].dtype(), params[i].device());
+        s.scalars[i] = {0.0, 1.0};
+      }
     }
     check_states(op, s, 0, "momentum_buffers");
   }

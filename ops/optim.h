@@ -30,7 +30,8 @@ constexpr int kOptimizerStates = 3;
 //   RMSprop: 0 square_avg, 1 momentum_buffer (momentum > 0), 2 grad_avg (centered)
 //   Adagrad: 0 sum
 // scalars[i] are host-computed per-tensor values:
-//   SGD: {1 when the momentum buffer is new (it becomes the gradient), 0}
+//   SGD: {momentum, 1 - dampening}, or {0, 1} for a new (zero) buffer, which then becomes
+//        the gradient
 //   Adam: {lr / bias_correction1, sqrt(bias_correction2)}   Adagrad: {lr / (1 + (step-1) lr_decay), 0}
 struct OptimizerStep {
   OptimizerAlgo algo = OptimizerAlgo::SGD;

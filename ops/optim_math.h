@@ -21,9 +21,8 @@ struct Consts {
   A sign, weight_decay, eps, neg_lr;
   A beta1_c, beta2, beta2_c;  // Adam: 1 - beta1, beta2, 1 - beta2
   A param_scale;              // Adam: 1 - lr * weight_decay when decoupled, else 1
-  A momentum, dampening_c;    // SGD, RMSprop: momentum, 1 - dampening
+  A momentum;                 // SGD, RMSprop
   A alpha, alpha_c;           // RMSprop: alpha, 1 - alpha
-  bool nesterov;
 };
 
 template <typename A>
@@ -40,10 +39,8 @@ Consts<A> make_consts(const OptimizerStep& s) {
   c.beta2_c = A(1 - h.beta2);
   c.param_scale = A(decoupled ? 1 - h.lr * h.weight_decay : 1.0);
   c.momentum = A(h.momentum);
-  c.dampening_c = A(1 - h.dampening);
   c.alpha = A(h.alpha);
   c.alpha_c = A(1 - h.alpha);
-  c.nesterov = h.nesterov;
   return c;
 }
 
@@ -64,19 +61,26 @@ KILN_OPTIM_HD float sqrt_of(float x) {
 #endif
 }
 
-// PyTorch's lerp: self + w (end - self), from the other end when w >= 0.5.
+// self + w (end - self): PyTorch's lerp for w < 0.5 (Adam's and RMSprop's usual 1 - beta);
+// for larger w it differs from PyTorch's other-end formula by rounding only. No branch, so
+// CPU loops vectorize.
 template <typename A>
 KILN_OPTIM_HD A lerp(A self, A end, A w) {
-  return w < A(0.5) ? self + w * (end - self) : end - (end - self) * (A(1) - w);
+  return self + w * (end - self);
 }
 
-// first: the momentum buffer is new and becomes the gradient.
-template <typename A, bool Momentum>
-KILN_OPTIM_HD void sgd(A& p, A g, A& buf, const Consts<A>& c, bool first) {
+// keep/take: {0, 1} for a new momentum buffer (it becomes the gradient; PyTorch's first step),
+// else {momentum, 1 - dampening}. The new buffer must hold finite values (zeros).
+template <typename A, bool Momentum, bool Nesterov>
+KILN_OPTIM_HD void sgd(A& p, A g, A& buf, const Consts<A>& c, A keep, A take) {
   g = g * c.sign + c.weight_decay * p;
   if constexpr (Momentum) {
-    buf = first ? g : buf * c.momentum + c.dampening_c * g;
-    g = c.nesterov ? g + c.momentum * buf : buf;
+    buf = buf * keep + take * g;
+    if constexpr (Nesterov) {
+      g = g + c.momentum * buf;
+    } else {
+      g = buf;
+    }
   }
   p = p + c.neg_lr * g;
 }
@@ -91,7 +95,7 @@ KILN_OPTIM_HD void adam(A& p, A g, A& m, A& v, A& vmax, const Consts<A>& c, A st
   v = v * c.beta2 + c.beta2_c * g * g;
   A second = v;
   if constexpr (Amsgrad) {
-    vmax = (vmax >= v) ? vmax : v;
+    vmax = vmax < v ? v : vmax;
     second = vmax;
   }
   const A denom = sqrt_of(second) / bias_correction2_sqrt + c.eps;

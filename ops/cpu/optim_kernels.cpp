@@ -1,11 +1,6 @@
 // CPU optimizer steps: one pass over each parameter doing the whole update (ops/optim_math.h),
 // threaded for large tensors.
-//
-// math-errno off: std::sqrt may otherwise not set errno for negative inputs inside a vector
-// loop, which stops GCC from vectorizing the update. kiln never reads errno.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-math-errno")
-#endif
+
 
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
@@ -23,12 +18,8 @@ constexpr int64_t kParallelElements = 1 << 16;
 
 template <typename F>
 void for_each_element(int64_t n, F f) {
-  if (n >= kParallelElements) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) f(i);
-  } else {
-    for (int64_t i = 0; i < n; ++i) f(i);
-  }
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) f(i);
 }
 
 template <typename T>
@@ -50,21 +41,19 @@ void update_tensor(const OptimizerStep& s, size_t i, const om::Consts<acc_t<T>>&
   const A b = s.scalars.empty() ? A(0) : A(s.scalars[i][1]);
   switch (s.algo) {
     case OptimizerAlgo::SGD: {
-      if (h.momentum == 0) {
-        A unused = 0;
-        return for_each_element(n, [=](int64_t k) {
-          A pk = A(p[k]), bk = unused;
-          om::sgd<A, false>(pk, A(g[k]), bk, c, false);
+      auto run = [&](auto momentum, auto nesterov) {
+        constexpr bool kMomentum = decltype(momentum)::value;
+        constexpr bool kNesterov = decltype(nesterov)::value;
+        for_each_element(n, [=](int64_t k) {
+          A pk = A(p[k]), buf = kMomentum ? A(s0[k]) : A(0);
+          om::sgd<A, kMomentum, kNesterov>(pk, A(g[k]), buf, c, a, b);
           p[k] = T(pk);
+          if constexpr (kMomentum) s0[k] = T(buf);
         });
-      }
-      const bool first = s.scalars[i][0] != 0;
-      return for_each_element(n, [=](int64_t k) {
-        A pk = A(p[k]), bk = first ? A(0) : A(s0[k]);
-        om::sgd<A, true>(pk, A(g[k]), bk, c, first);
-        p[k] = T(pk);
-        s0[k] = T(bk);
-      });
+      };
+      if (h.momentum == 0) return run(std::false_type{}, std::false_type{});
+      if (h.nesterov) return run(std::true_type{}, std::true_type{});
+      return run(std::true_type{}, std::false_type{});
     }
     case OptimizerAlgo::Adam: {
       auto run = [&](auto amsgrad) {
