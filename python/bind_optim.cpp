@@ -20,19 +20,29 @@ std::vector<Tensor> tensor_list(py::handle seq, const char* op, const char* name
   KILN_CHECK(PyList_Check(seq.ptr()) || PyTuple_Check(seq.ptr()), Type, "[", op, "] ", name,
              " must be a list or tuple of tensors, not ",
              std::string(py::str(py::type::handle_of(seq).attr("__name__"))));
-  py::sequence s = py::reinterpret_borrow<py::sequence>(seq);
+  // Steps convert hundreds of tensors per call: read each instance's shared_ptr holder
+  // directly instead of running pybind11's generic caster (a type lookup per element).
+  static PyTypeObject* tensor_type =
+      reinterpret_cast<PyTypeObject*>(py::type::of<TensorImpl>().ptr());
+  PyObject* fast = PySequence_Fast(seq.ptr(), "");
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  PyObject** items = PySequence_Fast_ITEMS(fast);
   std::vector<Tensor> out;
-  out.reserve(s.size());
-  for (py::handle item : s) {
-    if (item.is_none()) {
+  out.reserve(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = items[i];
+    if (item == Py_None) {
       out.emplace_back();
-      continue;
+    } else if (Py_TYPE(item) == tensor_type || PyType_IsSubtype(Py_TYPE(item), tensor_type)) {
+      auto* inst = reinterpret_cast<py::detail::instance*>(item);
+      out.emplace_back(inst->get_value_and_holder().holder<std::shared_ptr<TensorImpl>>());
+    } else {
+      Py_DECREF(fast);
+      fail(ErrorKind::Type, "[", op, "] ", name, " must contain tensors, found ",
+           Py_TYPE(item)->tp_name);
     }
-    KILN_CHECK(py::isinstance<TensorImpl>(item), Type, "[", op, "] ", name,
-               " must contain tensors, found ",
-               std::string(py::str(py::type::handle_of(item).attr("__name__"))));
-    out.emplace_back(item.cast<std::shared_ptr<TensorImpl>>());
   }
+  Py_DECREF(fast);
   return out;
 }
 

@@ -16,10 +16,22 @@ namespace om = optim_math;
 // Below this many elements a tensor is updated by one thread (thread start-up costs more).
 constexpr int64_t kParallelElements = 1 << 16;
 
+// Out of line, like the OpenMP-outlined parallel loop: inlined into update_tensor, GCC 12
+// does not vectorize the loop.
+template <typename F>
+[[gnu::noinline]] void serial_loop(int64_t n, const F& f) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
 template <typename F>
 void for_each_element(int64_t n, F f) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) f(i);
+  if (n >= kParallelElements) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) f(i);
+  } else {
+    serial_loop(n, f);
+  }
 }
 
 template <typename T>
