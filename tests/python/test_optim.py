@@ -395,9 +395,11 @@ def test_cuda_step_matches_cpu(case, dtype):
     # unaligned view (storage offset 1) so both the vector and scalar paths run.
     shapes = [(7,), (300, 300), (70001,), (1,)] + [(i + 2, 3) for i in range(30)]
     cpu, _ = make_params(shapes, dtype)
-    unaligned = kiln.tensor(rand(1001), dtype=dtype)[1:].detach().requires_grad_()
-    cpu.append(unaligned)
     gpu = [p.detach().to("cuda").requires_grad_() for p in cpu]
+    base = kiln.tensor(rand(1001), dtype=dtype)
+    cpu.append(base[1:].detach().requires_grad_())
+    gpu.append(base.to("cuda")[1:].detach().requires_grad_())
+    assert gpu[-1].data_ptr() % 16 != 0
     opt_cpu = getattr(kiln.optim, name)(cpu, **kw)
     opt_gpu = getattr(kiln.optim, name)(gpu, **kw)
     for _ in range(4):
