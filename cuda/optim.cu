@@ -74,7 +74,9 @@ template <typename A>
 struct AdagradOp {
   static constexpr int kNumLists = 3;
   om::Consts<A> c;
-  __device__ void operator()(A* v, double s0, double) const { om::adagrad<A>(v[0], v[1], v[2], c, A(s0)); }
+  __device__ void operator()(A* v, double s0, double) const {
+    om::adagrad<A>(v[0], v[1], v[2], c, A(s0));
+  }
 };
 
 template <typename T>

@@ -25,8 +25,8 @@ void check_length(const char* op, const std::vector<Tensor>& list, size_t n, con
 // t must be a tensor like params[i] (device, dtype, shape).
 void check_like(const char* op, const Tensor& p, const Tensor& t, const char* name, size_t i) {
   KILN_CHECK(t.defined(), Runtime, "[", op, "] ", name, "[", i, "] is None");
-  KILN_CHECK(t.device() == p.device(), Runtime, "[", op, "] ", name, "[", i, "] is on ",
-             t.device(), " but params[", i, "] is on ", p.device());
+  KILN_CHECK(t.device() == p.device(), Runtime, "[", op, "] ", name, "[", i, "] is on ", t.device(),
+             " but params[", i, "] is on ", p.device());
   KILN_CHECK(t.dtype() == p.dtype(), Runtime, "[", op, "] ", name, "[", i, "] has dtype ",
              t.dtype(), " but params[", i, "] has dtype ", p.dtype());
   KILN_CHECK(t.sizes() == p.sizes(), Runtime, "[", op, "] ", name, "[", i, "] has shape ",
@@ -54,9 +54,9 @@ double increment_step(const char* op, const Tensor& step, size_t i) {
                  (step.dtype() == DType::Float32 || step.dtype() == DType::Float64),
              Runtime, "[", op, "] steps[", i,
              "] must be a one-element float32 or float64 CPU tensor, got ",
-             step.defined() ? str_cat(step.dtype(), " on ", step.device(), " with shape ",
-                                      step.sizes())
-                            : std::string("None"));
+             step.defined()
+                 ? str_cat(step.dtype(), " on ", step.device(), " with shape ", step.sizes())
+                 : std::string("None"));
   double value;
   if (step.dtype() == DType::Float32) {
     float* v = step.data<float>();
@@ -174,8 +174,7 @@ void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   run(op, s);
 }
 
-std::vector<Tensor> fused_sgd_(const std::vector<Tensor>& params,
-                               const std::vector<Tensor>& grads,
+std::vector<Tensor> fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                                const std::vector<Tensor>& momentum_buffers, double lr,
                                double momentum, double dampening, double weight_decay,
                                bool nesterov, bool maximize) {

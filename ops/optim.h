@@ -32,7 +32,8 @@ constexpr int kOptimizerStates = 3;
 // scalars[i] are host-computed per-tensor values:
 //   SGD: {momentum, 1 - dampening}, or {0, 1} for a new (zero) buffer, which then becomes
 //        the gradient
-//   Adam: {lr / bias_correction1, sqrt(bias_correction2)}   Adagrad: {lr / (1 + (step-1) lr_decay), 0}
+//   Adam: {lr / bias_correction1, sqrt(bias_correction2)}
+//   Adagrad: {lr / (1 + (step - 1) lr_decay), 0}
 struct OptimizerStep {
   OptimizerAlgo algo = OptimizerAlgo::SGD;
   OptimizerHyper hyper;
@@ -55,8 +56,7 @@ void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 
 // Undefined entries of momentum_buffers get a new buffer equal to the (decayed) gradient,
 // PyTorch's first momentum step; returns the buffers (empty when momentum is 0).
-std::vector<Tensor> fused_sgd_(const std::vector<Tensor>& params,
-                               const std::vector<Tensor>& grads,
+std::vector<Tensor> fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                                const std::vector<Tensor>& momentum_buffers, double lr,
                                double momentum, double dampening, double weight_decay,
                                bool nesterov, bool maximize);

@@ -56,12 +56,11 @@ void init_optim(py::module_& m) {
          double weight_decay, double eps, bool amsgrad, bool maximize,
          bool decoupled_weight_decay) {
         const char* op = "_fused_adam_";
-        fused_adam_(tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
-                    tensor_list(exp_avgs, op, "exp_avgs"),
-                    tensor_list(exp_avg_sqs, op, "exp_avg_sqs"),
-                    tensor_list(max_exp_avg_sqs, op, "max_exp_avg_sqs"),
-                    tensor_list(steps, op, "steps"), lr, beta1, beta2, weight_decay, eps,
-                    amsgrad, maximize, decoupled_weight_decay);
+        fused_adam_(
+            tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
+            tensor_list(exp_avgs, op, "exp_avgs"), tensor_list(exp_avg_sqs, op, "exp_avg_sqs"),
+            tensor_list(max_exp_avg_sqs, op, "max_exp_avg_sqs"), tensor_list(steps, op, "steps"),
+            lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled_weight_decay);
       },
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
       py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("lr"), py::arg("beta1"),
@@ -74,10 +73,10 @@ void init_optim(py::module_& m) {
       [](py::handle params, py::handle grads, py::handle momentum_buffers, double lr,
          double momentum, double dampening, double weight_decay, bool nesterov, bool maximize) {
         const char* op = "_fused_sgd_";
-        std::vector<Tensor> bufs = fused_sgd_(
-            tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
-            tensor_list(momentum_buffers, op, "momentum_buffers"), lr, momentum, dampening,
-            weight_decay, nesterov, maximize);
+        std::vector<Tensor> bufs =
+            fused_sgd_(tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
+                       tensor_list(momentum_buffers, op, "momentum_buffers"), lr, momentum,
+                       dampening, weight_decay, nesterov, maximize);
         py::list out(bufs.size());
         for (size_t i = 0; i < bufs.size(); ++i) out[i] = py::cast(bufs[i]);
         return out;
@@ -96,8 +95,8 @@ void init_optim(py::module_& m) {
         fused_rmsprop_(tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
                        tensor_list(square_avgs, op, "square_avgs"),
                        tensor_list(momentum_buffers, op, "momentum_buffers"),
-                       tensor_list(grad_avgs, op, "grad_avgs"), tensor_list(steps, op, "steps"),
-                       lr, alpha, eps, weight_decay, momentum, centered, maximize);
+                       tensor_list(grad_avgs, op, "grad_avgs"), tensor_list(steps, op, "steps"), lr,
+                       alpha, eps, weight_decay, momentum, centered, maximize);
       },
       py::arg("params"), py::arg("grads"), py::arg("square_avgs"), py::arg("momentum_buffers"),
       py::arg("grad_avgs"), py::arg("steps"), py::arg("lr"), py::arg("alpha"), py::arg("eps"),
@@ -110,13 +109,12 @@ void init_optim(py::module_& m) {
          double lr_decay, double weight_decay, double eps, bool maximize) {
         const char* op = "_fused_adagrad_";
         fused_adagrad_(tensor_list(params, op, "params"), tensor_list(grads, op, "grads"),
-                       tensor_list(state_sums, op, "state_sums"),
-                       tensor_list(steps, op, "steps"), lr, lr_decay, weight_decay, eps,
-                       maximize);
+                       tensor_list(state_sums, op, "state_sums"), tensor_list(steps, op, "steps"),
+                       lr, lr_decay, weight_decay, eps, maximize);
       },
-      py::arg("params"), py::arg("grads"), py::arg("state_sums"), py::arg("steps"),
-      py::arg("lr"), py::arg("lr_decay"), py::arg("weight_decay"), py::arg("eps"),
-      py::arg("maximize"), "Adagrad step over lists of tensors; increments `steps`.");
+      py::arg("params"), py::arg("grads"), py::arg("state_sums"), py::arg("steps"), py::arg("lr"),
+      py::arg("lr_decay"), py::arg("weight_decay"), py::arg("eps"), py::arg("maximize"),
+      "Adagrad step over lists of tensors; increments `steps`.");
 }
 
 }  // namespace kiln::python

@@ -1,7 +1,6 @@
 // CPU optimizer steps: one pass over each parameter doing the whole update (ops/optim_math.h),
 // threaded for large tensors.
 
-
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
 #include "ops/optim.h"

@@ -427,3 +427,22 @@ def test_cuda_many_chunks_one_tensor():
     p.grad = kiln.ones(n, device="cuda")
     opt.step()
     assert p.detach().min().item() == -0.5 and p.detach().max().item() == -0.5
+
+
+@requires_gpu
+def test_cuda_and_cpu_params_in_one_group():
+    a = kiln.tensor(rand(3, 4), requires_grad=True)
+    b = kiln.tensor(rand(5), requires_grad=True).detach().to("cuda").requires_grad_()
+    starts = [a.detach().numpy().copy(), b.detach().cpu().numpy().copy()]
+    opt = kiln.optim.Adam([a, b], lr=0.1, amsgrad=True)
+    grads = [[rand(3, 4), rand(5)] for _ in range(3)]
+    for ga, gb in grads:
+        a.grad = kiln.tensor(ga)
+        b.grad = kiln.tensor(gb).to("cuda")
+        opt.step()
+    kw = {"lr": 0.1, "amsgrad": True}
+    np.testing.assert_allclose(a.detach().numpy(),
+                               reference("Adam", starts[0], [g[0] for g in grads], kw))
+    np.testing.assert_allclose(b.detach().cpu().numpy(),
+                               reference("Adam", starts[1], [g[1] for g in grads], kw))
+    assert opt.state[b]["exp_avg"].device.type == "cuda"

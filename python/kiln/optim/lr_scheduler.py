@@ -89,6 +89,10 @@ class LRScheduler:
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
 
+# PyTorch's older name, still subclassed by many training scripts.
+_LRScheduler = LRScheduler
+
+
 class _LambdaStateMixin:
     """state_dict for schedulers holding lr lambdas: functions are not saved, callable objects
     save their __dict__ (as PyTorch does)."""
