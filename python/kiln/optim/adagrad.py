@@ -2,7 +2,8 @@
 
 import kiln
 from kiln import _C
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
+                                  _params_with_grads)
 
 __all__ = ["Adagrad"]
 
@@ -46,18 +47,11 @@ class Adagrad(Optimizer):
         loss = self._call_closure(closure)
         state = self.state
         for group in self.param_groups:
-            params, grads, sums, steps = [], [], [], []
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                st = state[p] if p in state else self._init_state(p, group)
-                params.append(p)
-                grads.append(g)
-                sums.append(st["sum"])
-                steps.append(st["step"])
+            params, grads = _params_with_grads(group)
             if not params:
                 continue
-            _C._fused_adagrad_(params, grads, sums, steps, group["lr"], group["lr_decay"],
+            states = [state[p] if p in state else self._init_state(p, group) for p in params]
+            _C._fused_adagrad_(params, grads, [s["sum"] for s in states],
+                               [s["step"] for s in states], group["lr"], group["lr_decay"],
                                group["weight_decay"], group["eps"], group["maximize"])
         return loss

@@ -2,7 +2,8 @@
 
 import kiln
 from kiln import _C
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
+                                  _params_with_grads)
 
 __all__ = ["Adam"]
 
@@ -42,31 +43,29 @@ class Adam(Optimizer):
         loss = self._call_closure(closure)
         state = self.state
         for group in self.param_groups:
-            amsgrad = group["amsgrad"]
-            params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = [], [], [], [], [], []
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                st = state[p]
-                if not st:
-                    st["step"] = _new_step()
-                    st["exp_avg"] = kiln.zeros_like(p)
-                    st["exp_avg_sq"] = kiln.zeros_like(p)
-                if amsgrad:
-                    if "max_exp_avg_sq" not in st:
-                        st["max_exp_avg_sq"] = kiln.zeros_like(p)
-                    max_sqs.append(st["max_exp_avg_sq"])
-                params.append(p)
-                grads.append(g)
-                exp_avgs.append(st["exp_avg"])
-                exp_avg_sqs.append(st["exp_avg_sq"])
-                steps.append(st["step"])
+            params, grads = _params_with_grads(group)
             if not params:
                 continue
+            amsgrad = group["amsgrad"]
+            states = [state[p] for p in params]
+            if not all(states) or (amsgrad and not all("max_exp_avg_sq" in s for s in states)):
+                self._init_states(params, states, amsgrad)
+            max_sqs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
             beta1, beta2 = group["betas"]
-            _C._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group["lr"],
-                            beta1, beta2, group["weight_decay"], group["eps"], amsgrad,
-                            group["maximize"], group["decoupled_weight_decay"])
+            _C._fused_adam_(params, grads, [s["exp_avg"] for s in states],
+                            [s["exp_avg_sq"] for s in states], max_sqs,
+                            [s["step"] for s in states], group["lr"], beta1, beta2,
+                            group["weight_decay"], group["eps"], amsgrad, group["maximize"],
+                            group["decoupled_weight_decay"])
         return loss
+
+    @staticmethod
+    def _init_states(params, states, amsgrad):
+        for p, st in zip(params, states):
+            if not st:
+                st["step"] = _new_step()
+                st["exp_avg"] = kiln.zeros_like(p)
+                st["exp_avg_sq"] = kiln.zeros_like(p)
+            if amsgrad and "max_exp_avg_sq" not in st:
+                st["max_exp_avg_sq"] = kiln.zeros_like(p)
 

@@ -304,3 +304,15 @@ def _check_value(cls_name, ok, what, value):
 
 def _new_step():
     return kiln.zeros((), dtype=kiln.float32)
+
+
+def _params_with_grads(group):
+    """The group's parameters that have a gradient, and those gradients (others are skipped,
+    as in PyTorch)."""
+    params, grads = [], []
+    for p in group["params"]:
+        g = p.grad
+        if g is not None:
+            params.append(p)
+            grads.append(g)
+    return params, grads

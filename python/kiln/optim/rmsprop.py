@@ -2,7 +2,8 @@
 
 import kiln
 from kiln import _C
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
+                                  _params_with_grads)
 
 __all__ = ["RMSprop"]
 
@@ -39,31 +40,23 @@ class RMSprop(Optimizer):
         loss = self._call_closure(closure)
         state = self.state
         for group in self.param_groups:
+            params, grads = _params_with_grads(group)
+            if not params:
+                continue
             momentum, centered = group["momentum"], group["centered"]
-            params, grads, square_avgs, bufs, grad_avgs, steps = [], [], [], [], [], []
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                st = state[p]
+            states = [state[p] for p in params]
+            for p, st in zip(params, states):
                 if not st:
                     st["step"] = _new_step()
                     st["square_avg"] = kiln.zeros_like(p)
-                if momentum > 0:
-                    if "momentum_buffer" not in st:
-                        st["momentum_buffer"] = kiln.zeros_like(p)
-                    bufs.append(st["momentum_buffer"])
-                if centered:
-                    if "grad_avg" not in st:
-                        st["grad_avg"] = kiln.zeros_like(p)
-                    grad_avgs.append(st["grad_avg"])
-                params.append(p)
-                grads.append(g)
-                square_avgs.append(st["square_avg"])
-                steps.append(st["step"])
-            if not params:
-                continue
-            _C._fused_rmsprop_(params, grads, square_avgs, bufs, grad_avgs, steps, group["lr"],
-                               group["alpha"], group["eps"], group["weight_decay"], momentum,
-                               centered, group["maximize"])
+                if momentum > 0 and "momentum_buffer" not in st:
+                    st["momentum_buffer"] = kiln.zeros_like(p)
+                if centered and "grad_avg" not in st:
+                    st["grad_avg"] = kiln.zeros_like(p)
+            _C._fused_rmsprop_(
+                params, grads, [s["square_avg"] for s in states],
+                [s["momentum_buffer"] for s in states] if momentum > 0 else [],
+                [s["grad_avg"] for s in states] if centered else [],
+                [s["step"] for s in states], group["lr"], group["alpha"], group["eps"],
+                group["weight_decay"], momentum, centered, group["maximize"])
         return loss

@@ -1,7 +1,7 @@
 """Stochastic gradient descent (optionally with momentum / Nesterov momentum)."""
 
 from kiln import _C
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value
+from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _params_with_grads
 
 __all__ = ["SGD"]
 
@@ -36,18 +36,12 @@ class SGD(Optimizer):
         loss = self._call_closure(closure)
         state = self.state
         for group in self.param_groups:
-            momentum = group["momentum"]
-            params, grads, bufs = [], [], []
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                params.append(p)
-                grads.append(g)
-                if momentum != 0:
-                    bufs.append(state[p].get("momentum_buffer") if p in state else None)
+            params, grads = _params_with_grads(group)
             if not params:
                 continue
+            momentum = group["momentum"]
+            bufs = ([state[p].get("momentum_buffer") if p in state else None for p in params]
+                    if momentum != 0 else [])
             new_bufs = _C._fused_sgd_(params, grads, bufs, group["lr"], momentum,
                                       group["dampening"], group["weight_decay"],
                                       group["nesterov"], group["maximize"])
