@@ -446,3 +446,22 @@ def test_cuda_and_cpu_params_in_one_group():
     np.testing.assert_allclose(b.detach().cpu().numpy(),
                                reference("Adam", starts[1], [g[1] for g in grads], kw))
     assert opt.state[b]["exp_avg"].device.type == "cuda"
+
+
+@requires_gpu
+def test_load_cpu_state_into_cuda_optimizer():
+    p = kiln.tensor(rand(3, 2), requires_grad=True)
+    opt = kiln.optim.Adam([p], lr=0.1)
+    p.grad = kiln.tensor(rand(3, 2))
+    opt.step()
+    q = p.detach().to("cuda").requires_grad_()
+    other = kiln.optim.Adam([q], lr=0.1)
+    other.load_state_dict(state_snapshot(opt))
+    st = other.state[q]
+    assert st["exp_avg"].device.type == "cuda" and st["step"].device.type == "cpu"
+    g = rand(3, 2)
+    p.grad = kiln.tensor(g)
+    q.grad = kiln.tensor(g).to("cuda")
+    opt.step()
+    other.step()
+    np.testing.assert_allclose(q.detach().cpu().numpy(), p.detach().numpy(), rtol=1e-12)
