@@ -15,6 +15,12 @@ namespace kiln::python {
 
 namespace {
 
+// The instance's TensorImpl holder; `item` must be a kiln.Tensor (or subclass) instance.
+const std::shared_ptr<TensorImpl>& holder_of(PyObject* item) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(item);
+  return inst->get_value_and_holder().holder<std::shared_ptr<TensorImpl>>();
+}
+
 // A list or tuple of tensors; None entries become undefined tensors (new SGD buffers).
 std::vector<Tensor> tensor_list(py::handle seq, const char* op, const char* name) {
   KILN_CHECK(PyList_Check(seq.ptr()) || PyTuple_Check(seq.ptr()), Type, "[", op, "] ", name,
@@ -34,8 +40,7 @@ std::vector<Tensor> tensor_list(py::handle seq, const char* op, const char* name
     if (item == Py_None) {
       out.emplace_back();
     } else if (Py_TYPE(item) == tensor_type || PyType_IsSubtype(Py_TYPE(item), tensor_type)) {
-      auto* inst = reinterpret_cast<py::detail::instance*>(item);
-      out.emplace_back(inst->get_value_and_holder().holder<std::shared_ptr<TensorImpl>>());
+      out.emplace_back(holder_of(item));
     } else {
       Py_DECREF(fast);
       fail(ErrorKind::Type, "[", op, "] ", name, " must contain tensors, found ",
@@ -49,6 +54,27 @@ std::vector<Tensor> tensor_list(py::handle seq, const char* op, const char* name
 }  // namespace
 
 void init_optim(py::module_& m) {
+  // One call instead of a Python-level `p.grad` per parameter (each a property dispatch).
+  m.def(
+      "_params_with_grads",
+      [](py::handle params) {
+        const char* op = "_params_with_grads";
+        std::vector<Tensor> all = tensor_list(params, op, "params");
+        py::list ps, gs;
+        PyObject* fast = PySequence_Fast(params.ptr(), "");
+        PyObject** items = PySequence_Fast_ITEMS(fast);
+        for (size_t i = 0; i < all.size(); ++i) {
+          if (!all[i].defined()) continue;
+          Tensor g = all[i].grad();
+          if (!g.defined()) continue;
+          ps.append(py::handle(items[i]));
+          gs.append(py::cast(g));
+        }
+        Py_DECREF(fast);
+        return py::make_tuple(ps, gs);
+      },
+      py::arg("params"), "(params that have a grad, their grads) of a list of tensors.");
+
   m.def(
       "_fused_adam_",
       [](py::handle params, py::handle grads, py::handle exp_avgs, py::handle exp_avg_sqs,

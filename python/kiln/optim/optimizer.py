@@ -308,11 +308,5 @@ def _new_step():
 
 def _params_with_grads(group):
     """The group's parameters that have a gradient, and those gradients (others are skipped,
-    as in PyTorch)."""
-    params, grads = [], []
-    for p in group["params"]:
-        g = p.grad
-        if g is not None:
-            params.append(p)
-            grads.append(g)
-    return params, grads
+    as in PyTorch), collected in one C++ call."""
+    return _C._params_with_grads(group["params"])
