@@ -16,6 +16,7 @@ const bool g_registered = [] {
   install_scan_kernels(table);
   install_random_kernels(table);
   install_sort_kernels(table);
+  install_optim_kernels(table);
   register_cuda_backend(&table);
   return true;
 }();

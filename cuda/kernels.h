@@ -23,5 +23,7 @@ void install_scan_kernels(Backend& b);
 void install_random_kernels(Backend& b);
 // sort, unique_sorted, gather_rows, nonzero (CUB).
 void install_sort_kernels(Backend& b);
+// optimizer_step (multi-tensor apply).
+void install_optim_kernels(Backend& b);
 
 }  // namespace kiln::cuda

@@ -39,6 +39,7 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.scan) missing.push_back("scan");
   if (!b.row_gather) missing.push_back("row_gather");
   if (!b.row_scatter_add) missing.push_back("row_scatter_add");
+  if (!b.optimizer_step) missing.push_back("optimizer_step");
   return missing;
 }
 

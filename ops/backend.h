@@ -31,6 +31,8 @@ struct RandomParams {
   uint64_t range = 0;
 };
 
+struct OptimizerStep;  // ops/optim.h
+
 struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
   void (*unary)(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryParams& p) = nullptr;
@@ -95,6 +97,9 @@ struct Backend {
   void (*row_gather)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
   // out[index[i], :] += src[i, :]; out, src contiguous 2-D of one floating dtype.
   void (*row_scatter_add)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
+  // One multi-tensor optimizer update of every parameter in `step` (all on this device,
+  // contiguous; see ops/optim.h).
+  void (*optimizer_step)(const OptimizerStep& step) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

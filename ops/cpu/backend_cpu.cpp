@@ -26,6 +26,7 @@ const Backend& backend() {
     b.scan = scan_kernel;
     b.row_gather = row_gather_kernel;
     b.row_scatter_add = row_scatter_add_kernel;
+    b.optimizer_step = optimizer_step_kernel;
     return b;
   }();
   return table;

@@ -32,5 +32,6 @@ void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
 void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
+void optimizer_step_kernel(const OptimizerStep& step);
 
 }  // namespace kiln::cpu

@@ -23,7 +23,7 @@ from kiln.random import (  # noqa: F401
     manual_seed,
     seed,
 )
-from kiln import autograd, backends, cuda, nn, utils  # noqa: F401
+from kiln import autograd, backends, cuda, nn, optim, utils  # noqa: F401
 from kiln.serialization import load, save  # noqa: F401
 
 OutOfMemoryError = _C.OutOfMemoryError

@@ -1,0 +1,71 @@
+"""Adam (and the base of AdamW, which decouples the weight decay)."""
+
+import kiln
+from kiln import _C
+from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
+                                  _params_with_grads)
+
+__all__ = ["Adam"]
+
+
+class Adam(Optimizer):
+    """PyTorch's Adam (single-tensor algorithm; bias corrections from per-parameter steps)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        name = type(self).__name__
+        _check_value(name, 0.0 <= lr, "learning rate", lr)
+        _check_value(name, 0.0 <= eps, "epsilon value", eps)
+        _check_value(name, 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0])
+        _check_value(name, 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1])
+        _check_value(name, 0.0 <= weight_decay, "weight_decay value", weight_decay)
+        _check_flags(name, foreach, fused, differentiable)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("amsgrad", False)
+            group.setdefault("maximize", False)
+            group.setdefault("foreach", None)
+            group.setdefault("capturable", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("fused", None)
+            group.setdefault("decoupled_weight_decay", False)
+
+    def step(self, closure=None):
+        """One update of every parameter with a gradient; returns closure()'s loss."""
+        loss = self._call_closure(closure)
+        state = self.state
+        for group in self.param_groups:
+            params, grads = _params_with_grads(group)
+            if not params:
+                continue
+            amsgrad = group["amsgrad"]
+            states = [state[p] for p in params]
+            if not all(states) or (amsgrad and not all("max_exp_avg_sq" in s for s in states)):
+                self._init_states(params, states, amsgrad)
+            max_sqs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
+            beta1, beta2 = group["betas"]
+            _C._fused_adam_(params, grads, [s["exp_avg"] for s in states],
+                            [s["exp_avg_sq"] for s in states], max_sqs,
+                            [s["step"] for s in states], group["lr"], beta1, beta2,
+                            group["weight_decay"], group["eps"], amsgrad, group["maximize"],
+                            group["decoupled_weight_decay"])
+        return loss
+
+    @staticmethod
+    def _init_states(params, states, amsgrad):
+        for p, st in zip(params, states):
+            if not st:
+                st["step"] = _new_step()
+                st["exp_avg"] = kiln.zeros_like(p)
+                st["exp_avg_sq"] = kiln.zeros_like(p)
+            if amsgrad and "max_exp_avg_sq" not in st:
+                st["max_exp_avg_sq"] = kiln.zeros_like(p)
+

@@ -1,0 +1,62 @@
+"""RMSprop (optionally centered, with momentum)."""
+
+import kiln
+from kiln import _C
+from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
+                                  _params_with_grads)
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    """PyTorch's RMSprop: eps is added after the square root."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        _check_value("RMSprop", 0.0 <= lr, "learning rate", lr)
+        _check_value("RMSprop", 0.0 <= eps, "epsilon value", eps)
+        _check_value("RMSprop", 0.0 <= momentum, "momentum value", momentum)
+        _check_value("RMSprop", 0.0 <= weight_decay, "weight_decay value", weight_decay)
+        _check_value("RMSprop", 0.0 <= alpha, "alpha value", alpha)
+        _check_flags("RMSprop", foreach, None, differentiable)
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("momentum", 0)
+            group.setdefault("centered", False)
+            group.setdefault("foreach", None)
+            group.setdefault("maximize", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("capturable", False)
+
+    def step(self, closure=None):
+        """One update of every parameter with a gradient; returns closure()'s loss."""
+        loss = self._call_closure(closure)
+        state = self.state
+        for group in self.param_groups:
+            params, grads = _params_with_grads(group)
+            if not params:
+                continue
+            momentum, centered = group["momentum"], group["centered"]
+            states = [state[p] for p in params]
+            for p, st in zip(params, states):
+                if not st:
+                    st["step"] = _new_step()
+                    st["square_avg"] = kiln.zeros_like(p)
+                if momentum > 0 and "momentum_buffer" not in st:
+                    st["momentum_buffer"] = kiln.zeros_like(p)
+                if centered and "grad_avg" not in st:
+                    st["grad_avg"] = kiln.zeros_like(p)
+            _C._fused_rmsprop_(
+                params, grads, [s["square_avg"] for s in states],
+                [s["momentum_buffer"] for s in states] if momentum > 0 else [],
+                [s["grad_avg"] for s in states] if centered else [],
+                [s["step"] for s in states], group["lr"], group["alpha"], group["eps"],
+                group["weight_decay"], momentum, centered, group["maximize"])
+        return loss
