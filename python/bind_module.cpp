@@ -50,9 +50,6 @@ PYBIND11_MODULE(_C, m) {
   init_random(m, cls);
   init_autograd(m, cls);
   init_cuda(m);
-<<<<<<< HEAD
   init_flags(m);
-=======
   init_optim(m);
->>>>>>> optim
 }

@@ -27,10 +27,7 @@ void init_nn(pybind11::module_& m, TensorClass& cls);
 void init_random(pybind11::module_& m, TensorClass& cls);
 void init_autograd(pybind11::module_& m, TensorClass& cls);
 void init_cuda(pybind11::module_& m);
-<<<<<<< HEAD
 void init_flags(pybind11::module_& m);
-=======
 void init_optim(pybind11::module_& m);
->>>>>>> optim
 
 }  // namespace kiln::python
