@@ -16,6 +16,9 @@ const bool g_registered = [] {
   install_scan_kernels(table);
   install_random_kernels(table);
   install_sort_kernels(table);
+  install_softmax_kernels(table);
+  install_layer_norm_kernels(table);
+  install_cross_entropy_kernels(table);
   register_cuda_backend(&table);
   return true;
 }();

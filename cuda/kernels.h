@@ -23,5 +23,11 @@ void install_scan_kernels(Backend& b);
 void install_random_kernels(Backend& b);
 // sort, unique_sorted, gather_rows, nonzero (CUB).
 void install_sort_kernels(Backend& b);
+// Fused row kernels (Note [Fused nn kernels]): softmax_lastdim, softmax_backward_lastdim.
+void install_softmax_kernels(Backend& b);
+// layer_norm_forward, layer_norm_backward.
+void install_layer_norm_kernels(Backend& b);
+// cross_entropy_forward, cross_entropy_backward.
+void install_cross_entropy_kernels(Backend& b);
 
 }  // namespace kiln::cuda

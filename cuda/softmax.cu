@@ -1,0 +1,156 @@
+// Fused softmax / log_softmax over the rows of a contiguous [rows, cols] tensor
+// (Note [Fused nn kernels]). A row that fits in registers (cols <= 1024 threads * N values)
+// is read from global memory once with 16-byte loads, reduced (max, then sum of exp) with
+// warp shuffles and written once. Longer rows take an online pass (running max, rescaled sum)
+// and a second pass that re-reads the row and writes it.
+#include "cuda/check.h"
+#include "cuda/elementwise.cuh"
+#include "cuda/kernels.h"
+#include "cuda/row_kernels.cuh"
+#include "ops/dispatch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+template <typename T, int V, int N>
+__global__ void __launch_bounds__(1024)
+    softmax_regs_kernel(T* out, const T* in, int64_t rows, int64_t cols, bool log) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    A v[N];
+    load_row<V>(v, in + r * cols, cols, neg_inf<A>());
+    A m = neg_inf<A>();
+#pragma unroll
+    for (int i = 0; i < N; ++i) m = fmax(m, v[i]);
+    m = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
+    A s = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      v[i] -= m;
+      s += exp_acc(v[i]);
+    }
+    s = block_reduce(s, SumOp(), A(0), scratch);
+    if (log) {
+      const A log_s = log_acc(s);
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] -= log_s;
+    } else {
+      const A inv = A(1) / s;
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] = exp_acc(v[i]) * inv;
+    }
+    store_row<V>(out + r * cols, v, cols);
+  }
+}
+
+template <typename T>
+__global__ void softmax_online_kernel(T* out, const T* in, int64_t rows, int64_t cols, bool log) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = in + r * cols;
+    A m = neg_inf<A>(), s = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const A xv = static_cast<A>(x[j]);
+      if (xv > m) {
+        s = s * exp_acc(m - xv) + A(1);
+        m = xv;
+      } else if (xv != neg_inf<A>()) {  // -inf adds nothing (and -inf - -inf would be NaN)
+        s += exp_acc(xv - m);
+      }
+    }
+    const A row_max = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
+    s = m == neg_inf<A>() ? A(0) : s * exp_acc(m - row_max);
+    s = block_reduce(s, SumOp(), A(0), scratch);
+    const A log_s = log_acc(s), inv = A(1) / s;
+    T* y = out + r * cols;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const A shifted = static_cast<A>(x[j]) - row_max;
+      y[j] = static_cast<T>(log ? shifted - log_s : exp_acc(shifted) * inv);
+    }
+  }
+}
+
+template <typename T, int V, int N>
+void launch_regs(T* out, const T* in, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
+  const int threads = threads_for((cols + V - 1) / V, N / V);
+  softmax_regs_kernel<T, V, N><<<row_blocks(rows), threads, 0, stream>>>(out, in, rows, cols, log);
+}
+
+template <typename T, int V>
+void launch_softmax(T* out, const T* in, int64_t rows, int64_t cols, bool log,
+                    cudaStream_t stream) {
+  // Values per thread: 8 (up to 8192 columns) or 32 (up to 32768; float and half types only,
+  // 32 doubles would spill at 1024 threads).
+  if (cols <= 1024 * 8) return launch_regs<T, V, (V > 8 ? V : 8)>(out, in, rows, cols, log, stream);
+  if constexpr (sizeof(T) <= 4) {
+    if (cols <= 1024 * 32) return launch_regs<T, V, 32>(out, in, rows, cols, log, stream);
+  }
+  softmax_online_kernel<T><<<row_blocks(rows), 1024, 0, stream>>>(out, in, rows, cols, log);
+}
+
+void softmax_lastdim_kernel(const Tensor& out, const Tensor& in, bool log) {
+  const int64_t rows = in.size(0), cols = in.size(1);
+  if (rows == 0 || cols == 0) return;
+  LaunchContext ctx(out);
+  dispatch_floating(in.dtype(), "softmax", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    constexpr int kVec = 16 / sizeof(T);
+    T* y = static_cast<T*>(out.data_ptr());
+    const T* x = static_cast<const T*>(in.data_ptr());
+    const bool vec = vector_width<T>(x, cols) == kVec && vector_width<T>(y, cols) == kVec;
+    if (vec) {
+      launch_softmax<T, kVec>(y, x, rows, cols, log, ctx.stream);
+    } else {
+      launch_softmax<T, 1>(y, x, rows, cols, log, ctx.stream);
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH("softmax");
+}
+
+// Per row: grad_in = y * (g - sum(g * y)), or (log) g - exp(y) * sum(g). The second pass
+// re-reads g and y, mostly from L2.
+template <typename T>
+__global__ void softmax_backward_kernel(T* grad_in, const T* grad_out, const T* out, int64_t rows,
+                                        int64_t cols, bool log) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* g = grad_out + r * cols;
+    const T* y = out + r * cols;
+    A s = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      s += log ? static_cast<A>(g[j]) : static_cast<A>(g[j]) * static_cast<A>(y[j]);
+    s = block_reduce(s, SumOp(), A(0), scratch);
+    T* gi = grad_in + r * cols;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const A gv = static_cast<A>(g[j]), yv = static_cast<A>(y[j]);
+      gi[j] = static_cast<T>(log ? gv - exp_acc(yv) * s : yv * (gv - s));
+    }
+  }
+}
+
+void softmax_backward_lastdim_kernel(const Tensor& grad_in, const Tensor& grad_out,
+                                     const Tensor& out, bool log) {
+  const int64_t rows = out.size(0), cols = out.size(1);
+  if (rows == 0 || cols == 0) return;
+  LaunchContext ctx(out);
+  dispatch_floating(out.dtype(), "softmax_backward", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    softmax_backward_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
+        static_cast<T*>(grad_in.data_ptr()), static_cast<const T*>(grad_out.data_ptr()),
+        static_cast<const T*>(out.data_ptr()), rows, cols, log);
+  });
+  KILN_CUDA_CHECK_LAUNCH("softmax_backward");
+}
+
+}  // namespace
+
+void install_softmax_kernels(Backend& b) {
+  b.softmax_lastdim = softmax_lastdim_kernel;
+  b.softmax_backward_lastdim = softmax_backward_lastdim_kernel;
+}
+
+}  // namespace kiln::cuda
