@@ -20,8 +20,8 @@ __device__ __forceinline__ A rsqrt_acc(A v) {
   return A(1) / sqrt(v);
 }
 
-template <typename T, int V, int N>
-__global__ void __launch_bounds__(1024)
+template <typename T, int V, int N, int MaxThreads>
+__global__ void __launch_bounds__(MaxThreads)
     layer_norm_regs_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T* weight,
                            const T* bias, int64_t rows, int64_t cols, acc_t<T> eps) {
   using A = acc_t<T>;
@@ -96,18 +96,27 @@ __global__ void layer_norm_long_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd, c
   }
 }
 
+template <typename T, int V, int N, int MaxThreads>
+void launch_regs(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T* w, const T* b,
+                 int64_t rows, int64_t cols, acc_t<T> eps, cudaStream_t stream) {
+  const int threads = threads_for((cols + V - 1) / V, N / V);
+  layer_norm_regs_kernel<T, V, N, MaxThreads>
+      <<<row_blocks(rows), threads, 0, stream>>>(out, mean, rstd, in, w, b, rows, cols, eps);
+}
+
 template <typename T, int V>
 void launch_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T* w, const T* b,
                     int64_t rows, int64_t cols, acc_t<T> eps, cudaStream_t stream) {
-  constexpr int N = V > 8 ? V : 8;
-  if (cols <= 1024 * N) {
-    const int threads = threads_for((cols + V - 1) / V, N / V);
-    layer_norm_regs_kernel<T, V, N>
-        <<<row_blocks(rows), threads, 0, stream>>>(out, mean, rstd, in, w, b, rows, cols, eps);
-  } else {
-    layer_norm_long_kernel<T>
-        <<<row_blocks(rows), 1024, 0, stream>>>(out, mean, rstd, in, w, b, rows, cols, eps);
+  // Register budgets as in Note [Softmax row in registers] (cuda/softmax.cu); 32 values per
+  // thread without vector loads spill (weight / bias indexing), so unaligned rows skip it.
+  if (cols <= 1024 * 8)
+    return launch_regs<T, V, 8, 1024>(out, mean, rstd, in, w, b, rows, cols, eps, stream);
+  if constexpr (sizeof(T) <= 4 && V > 1) {
+    if (cols <= 512 * 32)
+      return launch_regs<T, V, 32, 512>(out, mean, rstd, in, w, b, rows, cols, eps, stream);
   }
+  layer_norm_long_kernel<T>
+      <<<row_blocks(rows), 1024, 0, stream>>>(out, mean, rstd, in, w, b, rows, cols, eps);
 }
 
 template <typename T>

@@ -13,8 +13,8 @@ namespace kiln::cuda {
 
 namespace {
 
-template <typename T, int V, int N>
-__global__ void __launch_bounds__(1024)
+template <typename T, int V, int N, int MaxThreads>
+__global__ void __launch_bounds__(MaxThreads)
     softmax_regs_kernel(T* out, const T* in, int64_t rows, int64_t cols, bool log) {
   using A = acc_t<T>;
   __shared__ A scratch[32];
@@ -73,20 +73,26 @@ __global__ void softmax_online_kernel(T* out, const T* in, int64_t rows, int64_t
   }
 }
 
-template <typename T, int V, int N>
+template <typename T, int V, int N, int MaxThreads>
 void launch_regs(T* out, const T* in, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   const int threads = threads_for((cols + V - 1) / V, N / V);
-  softmax_regs_kernel<T, V, N><<<row_blocks(rows), threads, 0, stream>>>(out, in, rows, cols, log);
+  softmax_regs_kernel<T, V, N, MaxThreads>
+      <<<row_blocks(rows), threads, 0, stream>>>(out, in, rows, cols, log);
 }
 
 template <typename T, int V>
 void launch_softmax(T* out, const T* in, int64_t rows, int64_t cols, bool log,
                     cudaStream_t stream) {
-  // Values per thread: 8 (up to 8192 columns) or 32 (up to 32768; float and half types only,
-  // 32 doubles would spill at 1024 threads).
-  if (cols <= 1024 * 8) return launch_regs<T, V, (V > 8 ? V : 8)>(out, in, rows, cols, log, stream);
+  // Note [Softmax row in registers]: the register file (64K per SM) bounds how many rows an
+  // SM holds at once. ptxas -v on sm_90 (CUDA 12): 8 values x up to 1024 threads take 32
+  // registers (two blocks per SM); 32 values x 512 threads take 84-127 registers, no spill;
+  // 32 values x 1024 threads hit the 64-register cap and spill ~150 bytes per thread (64 x 512
+  // spills more). Doubles need twice the registers: 8 x 512 at most, then the online kernel.
+  constexpr int kSmall = sizeof(T) == 8 ? 512 : 1024;
+  if (cols <= kSmall * 8) return launch_regs<T, V, 8, kSmall>(out, in, rows, cols, log, stream);
   if constexpr (sizeof(T) <= 4) {
-    if (cols <= 1024 * 32) return launch_regs<T, V, 32>(out, in, rows, cols, log, stream);
+    if (cols <= 512 * 32) return launch_regs<T, V, 32, 512>(out, in, rows, cols, log, stream);
+    if (cols <= 1024 * 32) return launch_regs<T, V, 32, 1024>(out, in, rows, cols, log, stream);
   }
   softmax_online_kernel<T><<<row_blocks(rows), 1024, 0, stream>>>(out, in, rows, cols, log);
 }
