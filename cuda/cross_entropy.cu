@@ -14,8 +14,8 @@ namespace {
 
 template <typename T>
 __global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* logits,
-                                             const int64_t* target, const T* weight,
-                                             int64_t rows, int64_t cols, int64_t ignore_index) {
+                                             const int64_t* target, const T* weight, int64_t rows,
+                                             int64_t cols, int64_t ignore_index) {
   using A = acc_t<T>;
   __shared__ A scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -47,10 +47,10 @@ __global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* lo
 }
 
 template <typename T>
-__global__ void cross_entropy_backward_kernel(T* grad_logits, const T* grad_loss,
-                                              const T* logits, const acc_t<T>* lse,
-                                              const int64_t* target, const T* weight,
-                                              int64_t rows, int64_t cols, int64_t ignore_index) {
+__global__ void cross_entropy_backward_kernel(T* grad_logits, const T* grad_loss, const T* logits,
+                                              const acc_t<T>* lse, const int64_t* target,
+                                              const T* weight, int64_t rows, int64_t cols,
+                                              int64_t ignore_index) {
   using A = acc_t<T>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * cols;

@@ -1,4 +1,5 @@
-// Fused layer_norm over the rows of a contiguous [rows, cols] tensor (Note [Fused nn kernels]).
+// Fused layer_norm (and rms_norm: no mean) over the rows of a contiguous [rows, cols] tensor
+// (Note [Fused nn kernels]).
 // Forward: one block per row; a row that fits in registers is read once (16-byte loads) and
 // normalized with two in-register passes (mean, then centered squares); longer rows re-read
 // global memory. Backward: grad_input one block per row; grad_weight / grad_bias as column
@@ -29,10 +30,13 @@ __global__ void __launch_bounds__(MaxThreads)
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     A v[N];
     load_row<V>(v, in + r * cols, cols, A(0));
-    A s = 0;
+    A mu = 0;  // rms_norm (mean null) does not center
+    if (mean) {
+      A s = 0;
 #pragma unroll
-    for (int i = 0; i < N; ++i) s += v[i];
-    const A mu = block_reduce(s, SumOp(), A(0), scratch) / static_cast<A>(cols);
+      for (int i = 0; i < N; ++i) s += v[i];
+      mu = block_reduce(s, SumOp(), A(0), scratch) / static_cast<A>(cols);
+    }
     A sq = 0;
 #pragma unroll
     for (int k = 0; k < N / V; ++k) {
@@ -45,7 +49,7 @@ __global__ void __launch_bounds__(MaxThreads)
     }
     const A rs = rsqrt_acc(block_reduce(sq, SumOp(), A(0), scratch) / static_cast<A>(cols) + eps);
     if (threadIdx.x == 0) {
-      mean[r] = mu;
+      if (mean) mean[r] = mu;
       rstd[r] = rs;
     }
 #pragma unroll
@@ -73,9 +77,12 @@ __global__ void layer_norm_long_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd, c
   __shared__ A scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = in + r * cols;
-    A s = 0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += static_cast<A>(x[j]);
-    const A mu = block_reduce(s, SumOp(), A(0), scratch) / static_cast<A>(cols);
+    A mu = 0;  // rms_norm (mean null) does not center
+    if (mean) {
+      A s = 0;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += static_cast<A>(x[j]);
+      mu = block_reduce(s, SumOp(), A(0), scratch) / static_cast<A>(cols);
+    }
     A sq = 0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
       const A c = static_cast<A>(x[j]) - mu;
@@ -83,7 +90,7 @@ __global__ void layer_norm_long_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd, c
     }
     const A rs = rsqrt_acc(block_reduce(sq, SumOp(), A(0), scratch) / static_cast<A>(cols) + eps);
     if (threadIdx.x == 0) {
-      mean[r] = mu;
+      if (mean) mean[r] = mu;
       rstd[r] = rs;
     }
     T* y = out + r * cols;
@@ -136,7 +143,7 @@ void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tens
     constexpr int kVec = 16 / sizeof(T);
     T* y = static_cast<T*>(out.data_ptr());
     const T* x = static_cast<const T*>(in.data_ptr());
-    A* mu = static_cast<A*>(mean.data_ptr());
+    A* mu = mean.defined() ? static_cast<A*>(mean.data_ptr()) : nullptr;
     A* rs = static_cast<A*>(rstd.data_ptr());
     const T* w = ptr_or_null<T>(weight);
     const T* b = ptr_or_null<T>(bias);
@@ -159,7 +166,7 @@ __global__ void layer_norm_grad_input_kernel(T* grad_in, const T* grad_out, cons
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = in + r * cols;
     const T* g = grad_out + r * cols;
-    const A mu = mean[r], rs = rstd[r];
+    const A mu = mean ? mean[r] : A(0), rs = rstd[r];
     A sum_gy = 0, sum_gy_xhat = 0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
       A gy = static_cast<A>(g[j]);
@@ -167,7 +174,8 @@ __global__ void layer_norm_grad_input_kernel(T* grad_in, const T* grad_out, cons
       sum_gy += gy;
       sum_gy_xhat += gy * (static_cast<A>(x[j]) - mu) * rs;
     }
-    const A a = block_reduce(sum_gy, SumOp(), A(0), scratch) / static_cast<A>(cols);
+    A a = 0;  // mean(gy); rms_norm has no centering term
+    if (mean) a = block_reduce(sum_gy, SumOp(), A(0), scratch) / static_cast<A>(cols);
     const A c = block_reduce(sum_gy_xhat, SumOp(), A(0), scratch) / static_cast<A>(cols);
     T* gi = grad_in + r * cols;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
@@ -183,10 +191,10 @@ constexpr int kColTile = 32, kColRows = 8;
 // Column sums of g * xhat (into part_w) and g (into part_b) over the rows of chunk
 // blockIdx.y, for the 32 columns of blockIdx.x; either output may be null.
 template <typename T>
-__global__ void layer_norm_col_partial_kernel(acc_t<T>* part_w, acc_t<T>* part_b,
-                                              const T* grad_out, const T* in,
-                                              const acc_t<T>* mean, const acc_t<T>* rstd,
-                                              int64_t rows, int64_t cols, int64_t chunk_rows) {
+__global__ void layer_norm_col_partial_kernel(acc_t<T>* part_w, acc_t<T>* part_b, const T* grad_out,
+                                              const T* in, const acc_t<T>* mean,
+                                              const acc_t<T>* rstd, int64_t rows, int64_t cols,
+                                              int64_t chunk_rows) {
   using A = acc_t<T>;
   __shared__ A sw_tile[kColRows][kColTile + 1];
   __shared__ A sb_tile[kColRows][kColTile + 1];
@@ -197,7 +205,7 @@ __global__ void layer_norm_col_partial_kernel(acc_t<T>* part_w, acc_t<T>* part_b
   if (j < cols) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kColRows) {
       const A gv = static_cast<A>(grad_out[r * cols + j]);
-      sw += gv * (static_cast<A>(in[r * cols + j]) - mean[r]) * rstd[r];
+      sw += gv * (static_cast<A>(in[r * cols + j]) - (mean ? mean[r] : A(0))) * rstd[r];
       sb += gv;
     }
   }
@@ -215,8 +223,7 @@ __global__ void layer_norm_col_partial_kernel(acc_t<T>* part_w, acc_t<T>* part_b
 
 template <typename T>
 __global__ void layer_norm_col_final_kernel(T* grad_weight, T* grad_bias, const acc_t<T>* part_w,
-                                            const acc_t<T>* part_b, int64_t chunks,
-                                            int64_t cols) {
+                                            const acc_t<T>* part_b, int64_t chunks, int64_t cols) {
   using A = acc_t<T>;
   for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < cols;
        j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -241,14 +248,14 @@ void layer_norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight
   const int64_t chunk_rows = std::max<int64_t>(32, (rows + 255) / 256);
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   Tensor part_w, part_b;
-  if (grad_weight.defined()) part_w = make_tensor({chunks, cols}, mean.dtype(), in.device());
-  if (grad_bias.defined()) part_b = make_tensor({chunks, cols}, mean.dtype(), in.device());
+  if (grad_weight.defined()) part_w = make_tensor({chunks, cols}, rstd.dtype(), in.device());
+  if (grad_bias.defined()) part_b = make_tensor({chunks, cols}, rstd.dtype(), in.device());
   dispatch_floating(in.dtype(), "layer_norm_backward", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
     using A = acc_t<T>;
     const T* g = static_cast<const T*>(grad_out.data_ptr());
     const T* x = static_cast<const T*>(in.data_ptr());
-    const A* mu = static_cast<const A*>(mean.data_ptr());
+    const A* mu = mean.defined() ? static_cast<const A*>(mean.data_ptr()) : nullptr;
     const A* rs = static_cast<const A*>(rstd.data_ptr());
     if (grad_in.defined()) {
       layer_norm_grad_input_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(

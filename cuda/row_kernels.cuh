@@ -23,18 +23,23 @@ __device__ __forceinline__ double log_acc(double x) { return ::log(x); }
 
 struct SumOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return a + b; }
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 // NaN does not win here; it still reaches every result through the row's sum.
 struct MaxOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return fmax(a, b); }
+  __device__ A operator()(A a, A b) const {
+    return fmax(a, b);
+  }
 };
 
 template <typename A, typename Op>
 __device__ __forceinline__ A warp_reduce(A v, Op op) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
@@ -61,8 +66,7 @@ struct alignas(sizeof(T) * V) Pack {
 // aligned and cols a multiple of V, so a chunk is either whole or past the end.
 template <int V>
 __device__ __forceinline__ bool chunk_valid(int k, int64_t cols) {
-  return (static_cast<int64_t>(threadIdx.x) + static_cast<int64_t>(k) * blockDim.x + 1) * V <=
-         cols;
+  return (static_cast<int64_t>(threadIdx.x) + static_cast<int64_t>(k) * blockDim.x + 1) * V <= cols;
 }
 
 template <int V, int N, typename T, typename A>
@@ -70,8 +74,8 @@ __device__ __forceinline__ void load_row(A (&v)[N], const T* row, int64_t cols, 
 #pragma unroll
   for (int k = 0; k < N / V; ++k) {
     if (chunk_valid<V>(k, cols)) {
-      const Pack<T, V> p =
-          reinterpret_cast<const Pack<T, V>*>(row)[threadIdx.x + static_cast<int64_t>(k) * blockDim.x];
+      const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(
+          row)[threadIdx.x + static_cast<int64_t>(k) * blockDim.x];
 #pragma unroll
       for (int i = 0; i < V; ++i) v[k * V + i] = static_cast<A>(p.val[i]);
     } else {

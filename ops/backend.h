@@ -104,7 +104,8 @@ struct Backend {
   void (*softmax_backward_lastdim)(const Tensor& grad_in, const Tensor& grad_out,
                                    const Tensor& out, bool log) = nullptr;
   // out = (in - mean) * rstd * weight + bias per row, rstd = 1 / sqrt(var + eps) (biased var);
-  // weight and bias are [cols] of T or undefined.
+  // weight and bias are [cols] of T or undefined. An undefined mean selects rms_norm: no
+  // centering, rstd = 1 / sqrt(mean(in^2) + eps) (in the backward too).
   void (*layer_norm_forward)(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                              const Tensor& in, const Tensor& weight, const Tensor& bias,
                              double eps) = nullptr;

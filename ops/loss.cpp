@@ -86,8 +86,7 @@ RowWeights row_weights(const Tensor& t, const std::optional<Tensor>& weight, int
   Tensor valid = ne(t, Scalar(ignore_index));
   Tensor safe_t = contiguous(mul(t, to_dtype(valid, DType::Int64)));
   Tensor w = to_dtype(valid, dtype);
-  if (weight)
-    w = mul(w, reshape(gather_rows(reshape(*weight, {classes, 1}), safe_t), {t.numel()}));
+  if (weight) w = mul(w, reshape(gather_rows(reshape(*weight, {classes, 1}), safe_t), {t.numel()}));
   return {w, valid, safe_t};
 }
 

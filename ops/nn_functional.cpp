@@ -81,8 +81,8 @@ Tensor softmax_fused(const Tensor& x, int64_t d, bool log, const char* op) {
              Tensor go = rows_last(to_dtype(g[0], yv.dtype()), d), yr = rows_last(yv, d);
              Tensor gi = make_tensor(yr.sizes(), yr.dtype(), yr.device());
              const Backend& b = backend(yr.device());
-             require_kernel(b.softmax_backward_lastdim, "softmax_backward", yr.device())(
-                 gi, go, yr, log);
+             require_kernel(b.softmax_backward_lastdim, "softmax_backward", yr.device())(gi, go, yr,
+                                                                                         log);
              return {rows_back(gi, yv.sizes(), d)};
            });
   }

@@ -1,6 +1,6 @@
 // layer_norm, rms_norm, normalize and cosine_similarity: compositions of
-// differentiable kiln ops, so their double backward comes for free. layer_norm runs
-// through fused kernels where the device has them (Note [Fused nn kernels]).
+// differentiable kiln ops, so their double backward comes for free. layer_norm and rms_norm
+// run through fused kernels where the device has them (Note [Fused nn kernels]).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -73,25 +73,27 @@ Tensor p_norm(const Tensor& x, double p, const std::vector<int64_t>& dims) {
   return where(nonzero, root, zeros_like(root));
 }
 
-// Gradients of layer_norm with differentiable ops (for create_graph). Returns grads for
-// input, weight and bias in full input shape; the engine sums them down to their shapes.
+// Gradients of layer_norm (rms: rms_norm) with differentiable ops (for create_graph). Returns
+// grads for input, weight and bias in full input shape; the engine sums them down.
 std::vector<Tensor> layer_norm_backward_composite(const Tensor& g, const Tensor& input,
                                                   const Tensor& weight,
-                                                  const std::vector<int64_t>& dims, double eps) {
+                                                  const std::vector<int64_t>& dims, double eps,
+                                                  bool rms) {
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor gf = to_dtype(g, x.dtype());
-  Tensor centered = sub(x, mean(x, dims, true));
+  Tensor centered = rms ? x : sub(x, mean(x, dims, true));
   Tensor rstd = rsqrt(add(mean(mul(centered, centered), dims, true), Scalar(eps)));
   Tensor xhat = mul(centered, rstd);
   Tensor gy = weight.defined() ? mul(gf, weight) : gf;
-  Tensor gx = mul(rstd, sub(sub(gy, mean(gy, dims, true)),
-                            mul(xhat, mean(mul(gy, xhat), dims, true))));
+  Tensor centered_gy = rms ? gy : sub(gy, mean(gy, dims, true));
+  Tensor gx = mul(rstd, sub(centered_gy, mul(xhat, mean(mul(gy, xhat), dims, true))));
   return {gx, mul(gf, xhat), gf};
 }
 
-// layer_norm through the fused kernels; weight and bias (if defined) have input's dtype.
-Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims,
-                        const Tensor& weight, const Tensor& bias, double eps) {
+// layer_norm (rms: rms_norm, no bias) through the fused kernels; weight and bias (if defined)
+// have input's dtype.
+Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims, const Tensor& weight,
+                        const Tensor& bias, double eps, bool rms) {
   const Backend& be = backend(input.device());
   int64_t cols = 1;
   for (int64_t d : dims) cols *= input.size(d);
@@ -104,7 +106,7 @@ Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims,
     if (weight.defined()) w = contiguous(reshape(weight, {cols}));
     if (bias.defined()) b = contiguous(reshape(bias, {cols}));
     Tensor out = make_tensor({rows, cols}, input.dtype(), input.device());
-    mean_t = make_tensor({rows}, stat_dtype, input.device());
+    if (!rms) mean_t = make_tensor({rows}, stat_dtype, input.device());
     rstd_t = make_tensor({rows}, stat_dtype, input.device());
     be.layer_norm_forward(out, mean_t, rstd_t, x, w, b, eps);
     y = reshape(out, input.sizes());
@@ -114,14 +116,14 @@ Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims,
   if (bias.defined()) inputs.push_back(bias);
   if (needs_grad(inputs)) {
     const bool has_w = weight.defined(), has_b = bias.defined();
-    record("layer_norm", inputs, {y},
-           [sx = SavedTensor(input), sw = has_w ? SavedTensor(weight) : SavedTensor(), mean_t, rstd_t,
-            dims, eps, has_w, has_b, rows, cols](const std::vector<Tensor>& g,
-                                                Node&) -> std::vector<Tensor> {
+    record(rms ? "rms_norm" : "layer_norm", inputs, {y},
+           [sx = SavedTensor(input), sw = has_w ? SavedTensor(weight) : SavedTensor(), mean_t,
+            rstd_t, dims, eps, rms, has_w, has_b, rows,
+            cols](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
              Tensor in = sx.unpack(), wv = has_w ? sw.unpack() : Tensor();
              std::vector<Tensor> grads;
              if (GradMode::is_enabled()) {
-               grads = layer_norm_backward_composite(g[0], in, wv, dims, eps);
+               grads = layer_norm_backward_composite(g[0], in, wv, dims, eps, rms);
              } else {
                const Device dev = in.device();
                Tensor go = contiguous(reshape(to_dtype(g[0], in.dtype()), {rows, cols}));
@@ -155,7 +157,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
   };
   if (input.numel() > 0 && backend(input.device()).layer_norm_forward && same_dtype(weight) &&
       same_dtype(bias))
-    return layer_norm_fused(input, dims, weight ? *weight : Tensor(), bias ? *bias : Tensor(), eps);
+    return layer_norm_fused(input, dims, weight ? *weight : Tensor(), bias ? *bias : Tensor(), eps,
+                            false);
   // Half inputs normalize in float32: their variance loses too many bits otherwise.
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor centered = sub(x, mean(x, dims, true));
@@ -170,6 +173,9 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
                 const std::optional<Tensor>& weight, std::optional<double> eps) {
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
   const double e = eps ? *eps : machine_epsilon(input.dtype());
+  if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
+      (!weight || weight->dtype() == input.dtype()))
+    return layer_norm_fused(input, dims, weight ? *weight : Tensor(), Tensor(), e, true);
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor y = to_dtype(mul(x, rsqrt(add(mean(mul(x, x), dims, true), Scalar(e)))), input.dtype());
   return weight ? mul(y, *weight) : y;

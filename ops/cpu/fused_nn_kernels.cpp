@@ -1,6 +1,6 @@
-// Note [Fused nn kernels]: softmax / log_softmax, layer_norm and cross entropy as one pass
-// per row instead of a chain of reductions and elementwise ops, each of which reads and writes
-// the whole tensor. The kernels take contiguous [rows, cols] tensors; front ends
+// Note [Fused nn kernels]: softmax / log_softmax, layer_norm / rms_norm and cross entropy as
+// one pass per row instead of a chain of reductions and elementwise ops, each of which reads
+// and writes the whole tensor. The kernels take contiguous [rows, cols] tensors; front ends
 // (ops/nn_functional.cpp, ops/normalization.cpp, ops/loss.cpp) move the reduced dim last and
 // flatten. Rows run in parallel (OpenMP); each row is max-subtracted before exp, and half
 // types accumulate in float. The forward saves per-row statistics (mean and rstd, lse) so
@@ -82,7 +82,7 @@ void layer_norm_rows(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
   const T* w = data_or_null<T>(weight);
   const T* b = data_or_null<T>(bias);
   T* y_all = out.data<T>();
-  A* mean_p = mean.data<A>();
+  A* mean_p = mean.defined() ? mean.data<A>() : nullptr;  // null: rms_norm
   A* rstd_p = rstd.data<A>();
 #pragma omp parallel for if (parallel_rows(rows, cols))
   for (int64_t r = 0; r < rows; ++r) {
@@ -90,7 +90,8 @@ void layer_norm_rows(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
     T* y = y_all + r * cols;
     // Two passes (mean, then centered squares): no cancellation for rows far from zero.
     A s = 0;
-    for (int64_t j = 0; j < cols; ++j) s += A(x[j]);
+    if (mean_p)
+      for (int64_t j = 0; j < cols; ++j) s += A(x[j]);
     const A mu = s / A(cols);
     A sq = 0;
     for (int64_t j = 0; j < cols; ++j) {
@@ -98,7 +99,7 @@ void layer_norm_rows(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
       sq += c * c;
     }
     const A rs = A(1) / std::sqrt(sq / A(cols) + A(eps));
-    mean_p[r] = mu;
+    if (mean_p) mean_p[r] = mu;
     rstd_p[r] = rs;
     for (int64_t j = 0; j < cols; ++j) {
       A v = (A(x[j]) - mu) * rs;
@@ -118,7 +119,7 @@ void layer_norm_backward_rows(const Tensor& grad_in, const Tensor& grad_weight,
   const T* x_all = in.data<T>();
   const T* g_all = grad_out.data<T>();
   const T* w = data_or_null<T>(weight);
-  const A* mean_p = mean.data<A>();
+  const A* mean_p = mean.defined() ? mean.data<A>() : nullptr;  // null: rms_norm
   const A* rstd_p = rstd.data<A>();
   if (grad_in.defined()) {
     T* gi_all = grad_in.data<T>();
@@ -127,14 +128,14 @@ void layer_norm_backward_rows(const Tensor& grad_in, const Tensor& grad_weight,
       const T* x = x_all + r * cols;
       const T* g = g_all + r * cols;
       T* gi = gi_all + r * cols;
-      const A mu = mean_p[r], rs = rstd_p[r];
+      const A mu = mean_p ? mean_p[r] : A(0), rs = rstd_p[r];
       A sum_gy = 0, sum_gy_xhat = 0;
       for (int64_t j = 0; j < cols; ++j) {
         const A gy = w ? A(g[j]) * A(w[j]) : A(g[j]);
         sum_gy += gy;
         sum_gy_xhat += gy * (A(x[j]) - mu) * rs;
       }
-      const A a = sum_gy / A(cols), c = sum_gy_xhat / A(cols);
+      const A a = mean_p ? sum_gy / A(cols) : A(0), c = sum_gy_xhat / A(cols);
       for (int64_t j = 0; j < cols; ++j) {
         const A gy = w ? A(g[j]) * A(w[j]) : A(g[j]);
         gi[j] = T(rs * (gy - a - (A(x[j]) - mu) * rs * c));
@@ -155,7 +156,7 @@ void layer_norm_backward_rows(const Tensor& grad_in, const Tensor& grad_weight,
     for (int64_t r = k * per_chunk; r < std::min(rows, (k + 1) * per_chunk); ++r) {
       const T* x = x_all + r * cols;
       const T* g = g_all + r * cols;
-      const A mu = mean_p[r], rs = rstd_p[r];
+      const A mu = mean_p ? mean_p[r] : A(0), rs = rstd_p[r];
       for (int64_t j = 0; j < cols; ++j) {
         if (pw) pw[j] += A(g[j]) * (A(x[j]) - mu) * rs;
         if (pb) pb[j] += A(g[j]);
@@ -235,9 +236,8 @@ void cross_entropy_backward_rows(const Tensor& grad_logits, const Tensor& grad_l
 }  // namespace
 
 void softmax_lastdim_kernel(const Tensor& out, const Tensor& in, bool log) {
-  dispatch_floating(in.dtype(), "softmax", [&](auto tag) {
-    softmax_rows<typename decltype(tag)::type>(out, in, log);
-  });
+  dispatch_floating(in.dtype(), "softmax",
+                    [&](auto tag) { softmax_rows<typename decltype(tag)::type>(out, in, log); });
 }
 
 void softmax_backward_lastdim_kernel(const Tensor& grad_in, const Tensor& grad_out,

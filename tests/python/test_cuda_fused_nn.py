@@ -1,4 +1,4 @@
-"""Fused softmax / log_softmax, layer_norm and cross_entropy CUDA kernels against the CPU
+"""Fused softmax / log_softmax, layer_norm, rms_norm and cross_entropy CUDA kernels against the CPU
 kernels and (where installed) PyTorch on the GPU, forward and gradients."""
 
 import numpy as np
@@ -83,6 +83,21 @@ def test_layer_norm_matches_cpu(cols, dtype):
     close(bg.grad, bc.grad, dtype, 100)
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [kiln.float64])
+@pytest.mark.parametrize("cols", [1, 1000, 4097, 12000, 40000])
+def test_rms_norm_matches_cpu(cols, dtype):
+    rows = 200 if cols <= 1000 else 3
+    a, w, g = rand(rows, cols, low=-2, high=4), rand(cols), rand(rows, cols)
+    xc, xg = pair(a, dtype)
+    wc, wg = pair(w, dtype)
+    yc, yg = F.rms_norm(xc, (cols,), wc), F.rms_norm(xg, (cols,), wg)
+    close(yg, yc, dtype, 8)
+    yc.backward(kiln.tensor(g, dtype=dtype))
+    yg.backward(kiln.tensor(g, dtype=dtype).to("cuda"))
+    close(xg.grad, xc.grad, dtype, 100)
+    close(wg.grad, wc.grad, dtype, 100)
+
+
 def test_layer_norm_without_affine_and_unaligned():
     a = rand(4, 2, 1025)
     x = kiln.tensor(a).float()
@@ -164,6 +179,15 @@ def test_against_torch(cols, dtype):
     ty.backward(tg)
     for got, want in ((x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
         close_torch(got, want, dtype, 100)
+    x, tx = torch_pair(torch, a, dtype)
+    w, tw = torch_pair(torch, rand(cols), dtype)
+    y = F.rms_norm(x, (cols,), w, eps=1e-6)
+    ty = torch.nn.functional.rms_norm(tx, (cols,), tw, eps=1e-6)
+    close_torch(y, ty, dtype, 8)
+    y.backward(kg)
+    ty.backward(tg)
+    close_torch(x.grad, tx.grad, dtype, 100)
+    close_torch(w.grad, tw.grad, dtype, 100)
     t = RNG.integers(0, cols, size=rows)
     t[-1] = -100
     x, tx = torch_pair(torch, a, dtype)

@@ -289,3 +289,50 @@ def test_cross_entropy_gradcheck_and_double_backward():
         gradcheck(lambda x: F.cross_entropy(x, t, weight=w, reduction=red), rand(4, 3))
     gradcheck(lambda x: kiln.autograd.grad(F.cross_entropy(x, t, weight=w), [x],
                                            create_graph=True)[0], rand(4, 3))
+
+
+# --- rms_norm (the layer_norm kernels without centering) --------------------------
+
+def np_rms_norm(x, k, w=None, eps=None):
+    axes = tuple(range(x.ndim - k, x.ndim))
+    eps = np.finfo(np.float32).eps if eps is None else eps
+    rstd = 1 / np.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
+    return x * rstd * (1 if w is None else w), x * rstd, rstd
+
+
+@pytest.mark.parametrize("shape,norm", [((4, 1), (1,)), ((3, 1000), (1000,)),
+                                        ((1, 40000), (40000,)), ((2, 3, 4, 5), (4, 5))])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_rms_norm_forward_backward(shape, norm, weighted):
+    a, g = rand(*shape, low=-3, high=5), rand(*shape)
+    w = rand(*norm) if weighted else None
+    axes = tuple(range(a.ndim - len(norm), a.ndim))
+    batch = tuple(range(a.ndim - len(norm)))
+    y_ref, xhat, rstd = np_rms_norm(a, len(norm), w, eps=1e-6)
+    gy = g * (1 if w is None else w)
+    gx = rstd * (gy - xhat * (gy * xhat).mean(axis=axes, keepdims=True))
+    for dtype in (kiln.float32, kiln.float64):
+        x = kiln.tensor(a, dtype=dtype, requires_grad=True)
+        wt = None if w is None else kiln.tensor(w, dtype=dtype, requires_grad=True)
+        y = F.rms_norm(x, norm, wt, eps=1e-6)
+        tol = 1e-4 if dtype == kiln.float32 else None
+        assert_close(y, y_ref, dtype, atol=tol, rtol=tol)
+        (y * kiln.tensor(g, dtype=dtype)).sum().backward()
+        tol = 2e-3 if dtype == kiln.float32 else 1e-8
+        assert_close(x.grad, gx, dtype, atol=tol, rtol=tol)
+        if wt is not None:
+            assert_close(wt.grad, (g * xhat).sum(axis=batch), dtype, atol=tol, rtol=tol)
+
+
+def test_rms_norm_default_eps_half_gradcheck_double_backward():
+    a = rand(3, 50)
+    assert_close(F.rms_norm(kiln.tensor(a, dtype=kiln.float32), (50,)), np_rms_norm(a, 1)[0],
+                 atol=1e-5, rtol=1e-5)
+    y = F.rms_norm(kiln.tensor(a, dtype=kiln.bfloat16), (50,))
+    assert y.dtype == kiln.bfloat16
+    exact = kiln.tensor(a, dtype=kiln.bfloat16).double().numpy()
+    assert_close(y.float(), np_rms_norm(exact, 1, eps=2.0 ** -7)[0], atol=5e-2, rtol=5e-2)
+    gradcheck(lambda x, w: F.rms_norm(x, (3,), w), rand(2, 3), rand(3))
+    g = kiln.tensor(rand(2, 3))
+    gradcheck(lambda x, w: kiln.autograd.grad((F.rms_norm(x, (3,), w) * g * g).sum(), [x, w],
+                                              create_graph=True)[0], rand(2, 3), rand(3))
