@@ -156,7 +156,43 @@ void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tens
   KILN_CUDA_CHECK_LAUNCH("layer_norm");
 }
 
-// grad_in = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)), gy = g * weight, per row.
+// grad_in = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)), gy = g * weight, per row; rows up
+// to 8192 (doubles: 4096) columns held in registers, so g and x are read once.
+template <typename T, int V, int N, int MaxThreads>
+__global__ void __launch_bounds__(MaxThreads)
+    layer_norm_grad_input_regs_kernel(T* grad_in, const T* grad_out, const T* in,
+                                      const acc_t<T>* mean, const acc_t<T>* rstd, const T* weight,
+                                      int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    A gy[N], xhat[N];
+    load_row<V>(gy, grad_out + r * cols, cols, A(0));
+    load_row<V>(xhat, in + r * cols, cols, A(0));
+    const A mu = mean ? mean[r] : A(0), rs = rstd[r];
+    A sum_gy = 0, sum_gy_xhat = 0;
+#pragma unroll
+    for (int k = 0; k < N / V; ++k) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const int64_t j = (threadIdx.x + static_cast<int64_t>(k) * blockDim.x) * V + i;
+        A& gv = gy[k * V + i];
+        if (weight && j < cols) gv *= static_cast<A>(weight[j]);
+        xhat[k * V + i] = (xhat[k * V + i] - mu) * rs;
+        sum_gy += gv;
+        sum_gy_xhat += gv * xhat[k * V + i];  // padding has gv == 0
+      }
+    }
+    A a = 0;  // mean(gy); rms_norm has no centering term
+    if (mean) a = block_reduce(sum_gy, SumOp(), A(0), scratch) / static_cast<A>(cols);
+    const A c = block_reduce(sum_gy_xhat, SumOp(), A(0), scratch) / static_cast<A>(cols);
+#pragma unroll
+    for (int i = 0; i < N; ++i) gy[i] = rs * (gy[i] - a - xhat[i] * c);
+    store_row<V>(grad_in + r * cols, gy, cols);
+  }
+}
+
+// Longer rows: the second pass re-reads g and x, mostly from L2.
 template <typename T>
 __global__ void layer_norm_grad_input_kernel(T* grad_in, const T* grad_out, const T* in,
                                              const acc_t<T>* mean, const acc_t<T>* rstd,
@@ -258,8 +294,23 @@ void layer_norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight
     const A* mu = mean.defined() ? static_cast<const A*>(mean.data_ptr()) : nullptr;
     const A* rs = static_cast<const A*>(rstd.data_ptr());
     if (grad_in.defined()) {
-      layer_norm_grad_input_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
-          static_cast<T*>(grad_in.data_ptr()), g, x, mu, rs, ptr_or_null<T>(weight), rows, cols);
+      constexpr int kVec = 16 / sizeof(T);
+      constexpr int kThreadsMax = sizeof(T) == 8 ? 512 : 1024;
+      T* gi = static_cast<T*>(grad_in.data_ptr());
+      const T* w = ptr_or_null<T>(weight);
+      const unsigned blocks = row_blocks(rows);
+      if (cols > kThreadsMax * 8) {
+        layer_norm_grad_input_kernel<T>
+            <<<blocks, threads_for(cols, 8), 0, ctx.stream>>>(gi, g, x, mu, rs, w, rows, cols);
+      } else if (vector_width<T>(gi, cols) == kVec && vector_width<T>(g, cols) == kVec &&
+                 vector_width<T>(x, cols) == kVec) {
+        layer_norm_grad_input_regs_kernel<T, kVec, 8, kThreadsMax>
+            <<<blocks, threads_for(cols / kVec, 8 / kVec), 0, ctx.stream>>>(gi, g, x, mu, rs, w,
+                                                                            rows, cols);
+      } else {
+        layer_norm_grad_input_regs_kernel<T, 1, 8, kThreadsMax>
+            <<<blocks, threads_for(cols, 8), 0, ctx.stream>>>(gi, g, x, mu, rs, w, rows, cols);
+      }
     }
     if (!want_wb) return;
     A* pw = part_w.defined() ? static_cast<A*>(part_w.data_ptr()) : nullptr;
