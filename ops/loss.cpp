@@ -71,6 +71,10 @@ void check_nll_args(const Tensor& input, const Tensor& target, const std::option
   KILN_CHECK(!weight || (weight->dim() == 1 && weight->numel() == classes), Runtime, "[", op,
              "] weight tensor should be defined either for all ", classes,
              " classes or no classes but got weight tensor of shape: ", weight->sizes());
+  KILN_CHECK(target.device() == input.device() && (!weight || weight->device() == input.device()),
+             Runtime, "[", op, "] expected all tensors on one device: input on ", input.device(),
+             ", target on ", target.device(), weight ? ", weight on " : "",
+             weight ? str_cat(weight->device()) : std::string());
   check_index_bounds(target, classes, op, "Target", "classes", ignore_index);
 }
 

@@ -73,6 +73,12 @@ Tensor p_norm(const Tensor& x, double p, const std::vector<int64_t>& dims) {
   return where(nonzero, root, zeros_like(root));
 }
 
+// Whether an optional weight / bias can go to the fused kernels with `input` (same dtype and
+// device); otherwise the composite handles promotion and raises device errors.
+bool fused_operand(const std::optional<Tensor>& t, const Tensor& input) {
+  return !t || (t->dtype() == input.dtype() && t->device() == input.device());
+}
+
 // Gradients of layer_norm (rms: rms_norm) with differentiable ops (for create_graph). Returns
 // grads for input, weight and bias in full input shape; the engine sums them down.
 std::vector<Tensor> layer_norm_backward_composite(const Tensor& g, const Tensor& input,
@@ -116,9 +122,12 @@ Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims, c
   if (bias.defined()) inputs.push_back(bias);
   if (needs_grad(inputs)) {
     const bool has_w = weight.defined(), has_b = bias.defined();
+    // The fused backward skips the gradients nobody wants (the column sums cost a pass).
+    const bool want_x = input.requires_grad(), want_w = has_w && weight.requires_grad(),
+               want_b = has_b && bias.requires_grad();
     record(rms ? "rms_norm" : "layer_norm", inputs, {y},
            [sx = SavedTensor(input), sw = has_w ? SavedTensor(weight) : SavedTensor(), mean_t,
-            rstd_t, dims, eps, rms, has_w, has_b, rows,
+            rstd_t, dims, eps, rms, has_w, has_b, want_x, want_w, want_b, rows,
             cols](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
              Tensor in = sx.unpack(), wv = has_w ? sw.unpack() : Tensor();
              std::vector<Tensor> grads;
@@ -127,15 +136,15 @@ Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims, c
              } else {
                const Device dev = in.device();
                Tensor go = contiguous(reshape(to_dtype(g[0], in.dtype()), {rows, cols}));
-               Tensor gi = make_tensor({rows, cols}, in.dtype(), dev);
-               Tensor gw = has_w ? make_tensor({cols}, in.dtype(), dev) : Tensor();
-               Tensor gb = has_b ? make_tensor({cols}, in.dtype(), dev) : Tensor();
+               Tensor gi = want_x ? make_tensor({rows, cols}, in.dtype(), dev) : Tensor();
+               Tensor gw = want_w ? make_tensor({cols}, in.dtype(), dev) : Tensor();
+               Tensor gb = want_b ? make_tensor({cols}, in.dtype(), dev) : Tensor();
                require_kernel(backend(dev).layer_norm_backward, "layer_norm_backward", dev)(
                    gi, gw, gb, go, contiguous(reshape(in, {rows, cols})), mean_t, rstd_t,
                    has_w ? contiguous(reshape(wv, {cols})) : Tensor());
                const Shape wshape(in.sizes().end() - dims.size(), in.sizes().end());
-               grads = {reshape(gi, in.sizes()), has_w ? reshape(gw, wshape) : gw,
-                        has_b ? reshape(gb, wshape) : gb};
+               grads = {want_x ? reshape(gi, in.sizes()) : gi, want_w ? reshape(gw, wshape) : gw,
+                        want_b ? reshape(gb, wshape) : gb};
              }
              std::vector<Tensor> result{grads[0]};
              if (has_w) result.push_back(grads[1]);
@@ -152,11 +161,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps) {
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, bias, "layer_norm");
-  const auto same_dtype = [&](const std::optional<Tensor>& t) {
-    return !t || t->dtype() == input.dtype();
-  };
-  if (input.numel() > 0 && backend(input.device()).layer_norm_forward && same_dtype(weight) &&
-      same_dtype(bias))
+  if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
+      fused_operand(weight, input) && fused_operand(bias, input))
     return layer_norm_fused(input, dims, weight ? *weight : Tensor(), bias ? *bias : Tensor(), eps,
                             false);
   // Half inputs normalize in float32: their variance loses too many bits otherwise.
@@ -174,7 +180,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
   const double e = eps ? *eps : machine_epsilon(input.dtype());
   if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
-      (!weight || weight->dtype() == input.dtype()))
+      fused_operand(weight, input))
     return layer_norm_fused(input, dims, weight ? *weight : Tensor(), Tensor(), e, true);
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor y = to_dtype(mul(x, rsqrt(add(mean(mul(x, x), dims, true), Scalar(e)))), input.dtype());

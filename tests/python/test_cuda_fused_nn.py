@@ -197,3 +197,15 @@ def test_against_torch(cols, dtype):
     loss.backward()
     tloss.backward()
     close_torch(x.grad, tx.grad, dtype, 8)
+
+
+def test_operands_on_other_devices_raise():
+    x = kiln.tensor(rand(3, 5)).to("cuda")
+    with pytest.raises(RuntimeError):
+        F.layer_norm(x, (5,), kiln.ones(5))
+    with pytest.raises(RuntimeError):
+        F.rms_norm(x, (5,), kiln.ones(5))
+    with pytest.raises(RuntimeError, match=r"\[cross_entropy\].*device"):
+        F.cross_entropy(x, kiln.tensor([0, 1, 2]), weight=kiln.ones(5).to("cuda"))
+    with pytest.raises(RuntimeError, match=r"\[cross_entropy\].*device"):
+        F.cross_entropy(x, kiln.tensor([0, 1, 2]).to("cuda"), weight=kiln.ones(5))

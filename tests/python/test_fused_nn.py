@@ -168,6 +168,20 @@ def test_layer_norm_forward_backward(shape, norm, affine):
             assert_close(bt.grad, gb, dtype, atol=tol, rtol=tol)
 
 
+def test_layer_norm_partial_requires_grad():
+    a, w, b, g = rand(4, 6), rand(6), rand(6), rand(4, 6)
+    gx, gw, gb = np_layer_norm_grads(a, 1, g, w)
+    x, wt, bt = kiln.tensor(a), kiln.tensor(w, requires_grad=True), kiln.tensor(b)
+    (F.layer_norm(x, (6,), wt, bt) * kiln.tensor(g)).sum().backward()
+    assert_close(wt.grad, gw)
+    assert x.grad is None and bt.grad is None
+    x, wt, bt = kiln.tensor(a, requires_grad=True), kiln.tensor(w), kiln.tensor(b, requires_grad=True)
+    (F.layer_norm(x, (6,), wt, bt) * kiln.tensor(g)).sum().backward()
+    assert_close(x.grad, gx)
+    assert_close(bt.grad, gb)
+    assert wt.grad is None
+
+
 def test_layer_norm_noncontiguous_and_constant_rows():
     a = rand(5, 8)
     assert_close(F.layer_norm(noncontig(a), (8,)), np_layer_norm(a, 1)[0], atol=1e-8)
