@@ -8,6 +8,7 @@
 // kernel; with create_graph the front ends use composite formulas so double backward works.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/kernels.h"
@@ -38,6 +39,17 @@ void softmax_rows(const Tensor& out, const Tensor& in, bool log) {
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t j = 0; j < cols; ++j) m = std::fmax(m, A(x[j]));
     A s = 0;
+    if (!log && std::is_same_v<T, A>) {
+      // Keep exp in the output (full precision there) and scale it: one exp per element.
+      for (int64_t j = 0; j < cols; ++j) {
+        const A e = std::exp(A(x[j]) - m);
+        y[j] = T(e);
+        s += e;
+      }
+      const A inv = A(1) / s;
+      for (int64_t j = 0; j < cols; ++j) y[j] = T(A(y[j]) * inv);
+      continue;
+    }
     for (int64_t j = 0; j < cols; ++j) s += std::exp(A(x[j]) - m);
     if (log) {
       const A log_s = std::log(s);
