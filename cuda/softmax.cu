@@ -25,21 +25,23 @@ __global__ void __launch_bounds__(MaxThreads)
 #pragma unroll
     for (int i = 0; i < N; ++i) m = fmax(m, v[i]);
     m = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
+    // softmax keeps exp(v - m) in place (one exp per value); log_softmax keeps v.
     A s = 0;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      v[i] -= m;
-      s += exp_acc(v[i]);
+      const A e = exp_acc(v[i] - m);
+      if (!log) v[i] = e;
+      s += e;
     }
     s = block_reduce(s, SumOp(), A(0), scratch);
     if (log) {
       const A log_s = log_acc(s);
 #pragma unroll
-      for (int i = 0; i < N; ++i) v[i] -= log_s;
+      for (int i = 0; i < N; ++i) v[i] = (v[i] - m) - log_s;
     } else {
       const A inv = A(1) / s;
 #pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = exp_acc(v[i]) * inv;
+      for (int i = 0; i < N; ++i) v[i] *= inv;
     }
     store_row<V>(out + r * cols, v, cols);
   }
@@ -84,12 +86,13 @@ template <typename T, int V>
 void launch_softmax(T* out, const T* in, int64_t rows, int64_t cols, bool log,
                     cudaStream_t stream) {
   // Note [Softmax row in registers]: the register file (64K per SM) bounds how many rows an
-  // SM holds at once. ptxas -v on sm_90 (CUDA 12): 8 values x up to 1024 threads take 32
-  // registers (two blocks per SM); 32 values x 512 threads take 84-127 registers, no spill;
-  // 32 values x 1024 threads hit the 64-register cap and spill ~150 bytes per thread (64 x 512
-  // spills more). Doubles need twice the registers: 8 x 512 at most, then the online kernel.
-  constexpr int kSmall = sizeof(T) == 8 ? 512 : 1024;
-  if (cols <= kSmall * 8) return launch_regs<T, V, 8, kSmall>(out, in, rows, cols, log, stream);
+  // SM holds at once. ptxas -v on sm_90 (CUDA 12), 16-byte loads: 8 values x up to 1024
+  // threads take 32 registers (doubles 48), so two such blocks fit an SM; 32 values x 512
+  // threads take 64 (two blocks per SM); 32 values x 1024 threads take 63, no spill (one
+  // block per SM: a 32768-float row is half the register file). Without vector loads the
+  // 32-value variants need more (117 at 512 threads; ~250 bytes spilled at 1024). Longer
+  // rows, and doubles past 8192 columns, take the online kernel.
+  if (cols <= 1024 * 8) return launch_regs<T, V, 8, 1024>(out, in, rows, cols, log, stream);
   if constexpr (sizeof(T) <= 4) {
     if (cols <= 512 * 32) return launch_regs<T, V, 32, 512>(out, in, rows, cols, log, stream);
     if (cols <= 1024 * 32) return launch_regs<T, V, 32, 1024>(out, in, rows, cols, log, stream);
