@@ -87,11 +87,11 @@ void launch_softmax(T* out, const T* in, int64_t rows, int64_t cols, bool log,
                     cudaStream_t stream) {
   // Note [Softmax row in registers]: the register file (64K per SM) bounds how many rows an
   // SM holds at once. ptxas -v on sm_90 (CUDA 12), 16-byte loads: 8 values x up to 1024
-  // threads take 32 registers (doubles 48), so two such blocks fit an SM; 32 values x 512
-  // threads take 64 (two blocks per SM); 32 values x 1024 threads take 63, no spill (one
-  // block per SM: a 32768-float row is half the register file). Without vector loads the
-  // 32-value variants need more (117 at 512 threads; ~250 bytes spilled at 1024). Longer
-  // rows, and doubles past 8192 columns, take the online kernel.
+  // threads take 32 registers (two blocks per SM; doubles 48); 32 values x 512 threads take
+  // 64 (two blocks per SM); 32 values x 1024 threads take 63, no spill (one block per SM: a
+  // 32768-float row is half the register file). Without vector loads the 32-value variants
+  // need more (117 at 512 threads; ~250 bytes spilled at 1024). Longer rows, and doubles past
+  // 8192 columns, take the online kernel.
   if (cols <= 1024 * 8) return launch_regs<T, V, 8, 1024>(out, in, rows, cols, log, stream);
   if constexpr (sizeof(T) <= 4) {
     if (cols <= 512 * 32) return launch_regs<T, V, 32, 512>(out, in, rows, cols, log, stream);
