@@ -1,8 +1,9 @@
 // Fused softmax / log_softmax over the rows of a contiguous [rows, cols] tensor
-// (Note [Fused nn kernels]). A row that fits in registers (cols <= 1024 threads * N values)
-// is read from global memory once with 16-byte loads, reduced (max, then sum of exp) with
-// warp shuffles and written once. Longer rows take an online pass (running max, rescaled sum)
-// and a second pass that re-reads the row and writes it.
+// (Note [Fused nn kernels]). A row that fits in registers (a warp's for up to 1024 columns,
+// a block's of up to 1024 threads * N values beyond) is read from global memory once with
+// 16-byte loads, reduced (max, then sum of exp) with warp shuffles and written once. Longer
+// rows take an online pass (running max, rescaled sum) and a second pass that re-reads the
+// row and writes it.
 #include "cuda/check.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
@@ -45,6 +46,53 @@ __global__ void __launch_bounds__(MaxThreads)
     }
     store_row<V>(out + r * cols, v, cols);
   }
+}
+
+// Short rows: one warp per row, kRowsPerBlock rows per block, warp shuffles only; load_row /
+// store_row see a 32-thread row (blockDim.x == 32). Capped at 64 registers (8 blocks per SM):
+// 8 values per lane (up to 256 columns) fit every dtype; 32 (up to 1024) fit float and half
+// types with 16-byte loads and spill without, so those rows go to the block kernel.
+constexpr int kRowsPerBlock = 4;
+
+template <typename T, int V, int N>
+__global__ void __launch_bounds__(32 * kRowsPerBlock, 8)
+    softmax_warp_kernel(T* out, const T* in, int64_t rows, int64_t cols, bool log) {
+  using A = acc_t<T>;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    A v[N];
+    load_row<V>(v, in + r * cols, cols, neg_inf<A>());
+    A m = neg_inf<A>();
+#pragma unroll
+    for (int i = 0; i < N; ++i) m = fmax(m, v[i]);
+    m = warp_reduce(m, MaxOp());
+    A s = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const A e = exp_acc(v[i] - m);
+      if (!log) v[i] = e;
+      s += e;
+    }
+    s = warp_reduce(s, SumOp());
+    if (log) {
+      const A log_s = log_acc(s);
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] = (v[i] - m) - log_s;
+    } else {
+      const A inv = A(1) / s;
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] *= inv;
+    }
+    store_row<V>(out + r * cols, v, cols);
+  }
+}
+
+template <typename T, int V, int N>
+void launch_warp(T* out, const T* in, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
+  const dim3 block(32, kRowsPerBlock);
+  softmax_warp_kernel<T, V, N>
+      <<<row_blocks((rows + kRowsPerBlock - 1) / kRowsPerBlock), block, 0, stream>>>(out, in, rows,
+                                                                                     cols, log);
 }
 
 template <typename T>
@@ -92,6 +140,10 @@ void launch_softmax(T* out, const T* in, int64_t rows, int64_t cols, bool log,
   // 32768-float row is half the register file). Without vector loads the 32-value variants
   // need more (117 at 512 threads; ~250 bytes spilled at 1024). Longer rows, and doubles past
   // 8192 columns, take the online kernel.
+  if (cols <= 32 * 8) return launch_warp<T, V, 8>(out, in, rows, cols, log, stream);
+  if constexpr (sizeof(T) <= 4 && V > 1) {
+    if (cols <= 32 * 32) return launch_warp<T, V, 32>(out, in, rows, cols, log, stream);
+  }
   if (cols <= 1024 * 8) return launch_regs<T, V, 8, 1024>(out, in, rows, cols, log, stream);
   if constexpr (sizeof(T) <= 4) {
     if (cols <= 512 * 32) return launch_regs<T, V, 32, 512>(out, in, rows, cols, log, stream);
