@@ -17,6 +17,9 @@ const bool g_registered = [] {
   install_random_kernels(table);
   install_sort_kernels(table);
   install_optim_kernels(table);
+  install_softmax_kernels(table);
+  install_layer_norm_kernels(table);
+  install_cross_entropy_kernels(table);
   register_cuda_backend(&table);
   return true;
 }();

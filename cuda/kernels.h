@@ -25,5 +25,11 @@ void install_random_kernels(Backend& b);
 void install_sort_kernels(Backend& b);
 // optimizer_step (multi-tensor apply).
 void install_optim_kernels(Backend& b);
+// Fused row kernels (Note [Fused nn kernels]): softmax_lastdim, softmax_backward_lastdim.
+void install_softmax_kernels(Backend& b);
+// layer_norm_forward, layer_norm_backward.
+void install_layer_norm_kernels(Backend& b);
+// cross_entropy_forward, cross_entropy_backward.
+void install_cross_entropy_kernels(Backend& b);
 
 }  // namespace kiln::cuda

@@ -40,6 +40,12 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.row_gather) missing.push_back("row_gather");
   if (!b.row_scatter_add) missing.push_back("row_scatter_add");
   if (!b.optimizer_step) missing.push_back("optimizer_step");
+  if (!b.softmax_lastdim) missing.push_back("softmax_lastdim");
+  if (!b.softmax_backward_lastdim) missing.push_back("softmax_backward_lastdim");
+  if (!b.layer_norm_forward) missing.push_back("layer_norm_forward");
+  if (!b.layer_norm_backward) missing.push_back("layer_norm_backward");
+  if (!b.cross_entropy_forward) missing.push_back("cross_entropy_forward");
+  if (!b.cross_entropy_backward) missing.push_back("cross_entropy_backward");
   return missing;
 }
 

@@ -100,6 +100,40 @@ struct Backend {
   // One multi-tensor optimizer update of every parameter in `step` (all on this device,
   // contiguous; see ops/optim.h).
   void (*optimizer_step)(const OptimizerStep& step) = nullptr;
+  // Fused row kernels (Note [Fused nn kernels] in ops/cpu/fused_nn_kernels.cpp). All tensors
+  // are contiguous; "rows" tensors are [rows, cols] of one floating dtype T; per-row statistics
+  // (mean, rstd, lse) are [rows] in the accumulation dtype (float64 for T = float64, else
+  // float32). Half types compute in float. Front ends fall back to composites when null.
+  // out = softmax (log: log_softmax) of each row of in.
+  void (*softmax_lastdim)(const Tensor& out, const Tensor& in, bool log) = nullptr;
+  // Given out = softmax_lastdim(in, log) and grad_out, per row:
+  // grad_in = out * (grad_out - sum(grad_out * out)), or (log) grad_out - exp(out) * sum(grad_out).
+  void (*softmax_backward_lastdim)(const Tensor& grad_in, const Tensor& grad_out,
+                                   const Tensor& out, bool log) = nullptr;
+  // out = (in - mean) * rstd * weight + bias per row, rstd = 1 / sqrt(var + eps) (biased var);
+  // weight and bias are [cols] of T or undefined. An undefined mean selects rms_norm: no
+  // centering, rstd = 1 / sqrt(mean(in^2) + eps) (in the backward too).
+  void (*layer_norm_forward)(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& in, const Tensor& weight, const Tensor& bias,
+                             double eps) = nullptr;
+  // Gradients of layer_norm_forward; grad_weight / grad_bias ([cols] of T) may be undefined
+  // (not wanted), weight may be undefined (all ones).
+  void (*layer_norm_backward)(const Tensor& grad_in, const Tensor& grad_weight,
+                              const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
+                              const Tensor& mean, const Tensor& rstd,
+                              const Tensor& weight) = nullptr;
+  // Cross entropy of logits [rows, classes] with int64 class targets [rows] (in range or
+  // ignore_index, checked by the front end): lse[r] = logsumexp(logits[r]),
+  // loss[r] (T) = weight[t] * (lse[r] - logits[r, t]), 0 where t == ignore_index.
+  // weight is [classes] of T or undefined (all ones).
+  void (*cross_entropy_forward)(const Tensor& loss, const Tensor& lse, const Tensor& logits,
+                                const Tensor& target, const Tensor& weight,
+                                int64_t ignore_index) = nullptr;
+  // grad_logits[r, c] = grad_loss[r] * weight[t] * (exp(logits[r, c] - lse[r]) - (c == t)),
+  // a zero row where t == ignore_index; grad_loss is [rows] of T.
+  void (*cross_entropy_backward)(const Tensor& grad_logits, const Tensor& grad_loss,
+                                 const Tensor& logits, const Tensor& lse, const Tensor& target,
+                                 const Tensor& weight, int64_t ignore_index) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

@@ -1,9 +1,12 @@
 // Loss functions of kiln.nn.functional, written as compositions of
-// differentiable kiln ops (binary_cross_entropy has its own backward, see there).
+// differentiable kiln ops (binary_cross_entropy has its own backward, see there;
+// cross_entropy with class targets uses fused kernels where the device has them,
+// Note [Fused nn kernels]).
 #include <vector>
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -43,8 +46,9 @@ struct NllTerms {
   Tensor valid;  // bool [M]: target != ignore_index
 };
 
-NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
-                   int64_t ignore_index, const char* op) {
+// Shapes, dtypes and target bounds of nll_loss / cross_entropy with class targets.
+void check_nll_args(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                    int64_t ignore_index, const char* op) {
   KILN_CHECK(input.dim() >= 1, Value, "[", op, "] Expected 1 or more dimensions (got 0)");
   KILN_CHECK(is_floating(input.dtype()), Runtime, "[", op,
              "] expected a floating-point input, got ", input.dtype());
@@ -67,23 +71,95 @@ NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optiona
   KILN_CHECK(!weight || (weight->dim() == 1 && weight->numel() == classes), Runtime, "[", op,
              "] weight tensor should be defined either for all ", classes,
              " classes or no classes but got weight tensor of shape: ", weight->sizes());
+  KILN_CHECK(target.device() == input.device() && (!weight || weight->device() == input.device()),
+             Runtime, "[", op, "] expected all tensors on one device: input on ", input.device(),
+             ", target on ", target.device(), weight ? ", weight on " : "",
+             weight ? str_cat(weight->device()) : std::string());
   check_index_bounds(target, classes, op, "Target", "classes", ignore_index);
+}
 
+// Per-target weight [m] of input's dtype: weight[t] (or 1), 0 where t == ignore_index.
+// `t` is the flat [m] target; also returns the valid mask and the targets with ignored
+// ones replaced by class 0 (safe to index with).
+struct RowWeights {
+  Tensor weight, valid, safe_target;
+};
+
+RowWeights row_weights(const Tensor& t, const std::optional<Tensor>& weight, int64_t ignore_index,
+                       int64_t classes, DType dtype) {
+  Tensor valid = ne(t, Scalar(ignore_index));
+  Tensor safe_t = contiguous(mul(t, to_dtype(valid, DType::Int64)));
+  Tensor w = to_dtype(valid, dtype);
+  if (weight) w = mul(w, reshape(gather_rows(reshape(*weight, {classes, 1}), safe_t), {t.numel()}));
+  return {w, valid, safe_t};
+}
+
+NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                   int64_t ignore_index, const char* op) {
+  check_nll_args(input, target, weight, ignore_index, op);
+  const int64_t classes = input.size(input.dim() == 1 ? 0 : 1);
   const int64_t m = target.numel();
   // Classes last, one row per target.
   Tensor rows = input.dim() >= 3 ? movedim(input, 1, -1) : input;
   Tensor flat_input = reshape(rows, {m * classes, 1});
-  Tensor t = reshape(target, {m});
-  Tensor valid = ne(t, Scalar(ignore_index));
   // Ignored targets read class 0 and are masked out below.
-  Tensor safe_t = contiguous(mul(t, to_dtype(valid, DType::Int64)));
+  auto [w, valid, safe_t] =
+      row_weights(reshape(target, {m}), weight, ignore_index, classes, input.dtype());
   Tensor flat_index =
       contiguous(add(mul(arange(0, m, 1, DType::Int64, input.device()), Scalar(classes)), safe_t));
   Tensor picked = reshape(gather_rows(flat_input, flat_index), {m});
-  Tensor w = to_dtype(valid, input.dtype());
-  if (weight) w = mul(w, reshape(gather_rows(reshape(*weight, {classes, 1}), safe_t), {m}));
   Tensor loss = where(valid, neg(mul(picked, w)), zero_like_scalar(picked));
   return {loss, w, valid};
+}
+
+// Unreduced cross_entropy [m] of class targets through the fused kernels, and the summed
+// weight of the non-ignored targets ("mean"'s denominator). Classes go last, one row per target.
+std::pair<Tensor, Tensor> cross_entropy_fused(const Tensor& input, const Tensor& target,
+                                              const std::optional<Tensor>& weight,
+                                              int64_t ignore_index) {
+  const int64_t classes = input.size(input.dim() == 1 ? 0 : 1);
+  const int64_t m = target.numel();
+  const Device dev = input.device();
+  const Shape rows_shape = input.dim() >= 3 ? movedim(input, 1, -1).sizes() : input.sizes();
+  Tensor x, t, w, loss, lse, weight_sum;
+  {
+    GradModeGuard no_grad(false);
+    x = contiguous(reshape(input.dim() >= 3 ? movedim(input, 1, -1) : input, {m, classes}));
+    t = contiguous(reshape(target, {m}));
+    if (weight) w = contiguous(to_dtype(*weight, input.dtype()));
+    loss = make_tensor({m}, input.dtype(), dev);
+    lse = make_tensor({m}, input.dtype() == DType::Float64 ? DType::Float64 : DType::Float32, dev);
+    backend(dev).cross_entropy_forward(loss, lse, x, t, w, ignore_index);
+    std::optional<Tensor> w_opt = w.defined() ? std::optional<Tensor>(w) : std::nullopt;
+    weight_sum = sum(row_weights(t, w_opt, ignore_index, classes, input.dtype()).weight);
+  }
+  if (needs_grad({input})) {
+    const bool batched_dims = input.dim() >= 3;
+    record("cross_entropy", {input}, {loss},
+           [sx = SavedTensor(input), t, w, lse, ignore_index, classes, rows_shape, batched_dims](
+               const Grads& g, Node&) -> Grads {
+             Tensor in = sx.unpack();
+             Tensor x = reshape(batched_dims ? movedim(in, 1, -1) : in, {t.numel(), classes});
+             Tensor grad;
+             if (GradMode::is_enabled()) {
+               // d loss / d x = weight[t] * (softmax(x) - onehot(t)), with differentiable ops.
+               RowWeights rw = row_weights(t, w.defined() ? std::optional<Tensor>(w) : std::nullopt,
+                                           ignore_index, classes, x.dtype());
+               Tensor onehot = to_dtype(one_hot(rw.safe_target, classes), x.dtype());
+               Tensor scale = unsqueeze(mul(g[0], rw.weight), 1);
+               grad = mul(scale, sub(softmax(x, 1), onehot));
+             } else {
+               const Device d = x.device();
+               grad = make_tensor(x.sizes(), x.dtype(), d);
+               require_kernel(backend(d).cross_entropy_backward, "cross_entropy_backward", d)(
+                   grad, contiguous(to_dtype(g[0], x.dtype())), contiguous(x), lse, t, w,
+                   ignore_index);
+             }
+             grad = reshape(grad, rows_shape);
+             return {batched_dims ? movedim(grad, -1, 1) : grad};
+           });
+  }
+  return {loss, weight_sum};
 }
 
 // Note [label smoothing]: with smoothing eps and C classes, cross_entropy is
@@ -146,9 +222,19 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
     shape[class_dim] = classes;
     weight_b = reshape(*weight, shape);
   }
-  Tensor logp = log_softmax(input, class_dim);
   if (input.sizes() == target.sizes())
-    return cross_entropy_probs(logp, target, weight_b, class_dim, red, label_smoothing);
+    return cross_entropy_probs(log_softmax(input, class_dim), target, weight_b, class_dim, red,
+                               label_smoothing);
+  // Label smoothing and a weight that wants a gradient keep the composite path.
+  if (label_smoothing == 0.0 && input.numel() > 0 && !(weight && weight->requires_grad()) &&
+      backend(input.device()).cross_entropy_forward) {
+    check_nll_args(input, target, weight, ignore_index, "cross_entropy");
+    auto [loss, weight_sum] = cross_entropy_fused(input, target, weight, ignore_index);
+    if (red == Reduction::Sum) return sum(loss);
+    if (red == Reduction::Mean) return div(sum(loss), weight_sum);
+    return reshape(loss, target.sizes());
+  }
+  Tensor logp = log_softmax(input, class_dim);
 
   NllTerms terms = nll_terms(logp, target, weight, ignore_index, "cross_entropy");
   Tensor nll = terms.loss;

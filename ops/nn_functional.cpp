@@ -23,6 +23,15 @@ using Grads = std::vector<Tensor>;
 
 bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
+// Gradient of softmax (log_softmax) over dim d from its output y, written with
+// differentiable ops so create_graph works.
+Tensor softmax_backward_composite(const Tensor& g, const Tensor& y, int64_t d, bool log) {
+  std::vector<int64_t> dims{d};
+  if (log) return sub(g, mul(exp(y), sum(g, dims, true)));
+  Tensor gy = mul(g, y);
+  return sub(gy, mul(y, sum(gy, dims, true)));
+}
+
 // Forward values of softmax / log_softmax over `dim` (no autograd).
 Tensor softmax_values(const Tensor& x, int64_t dim, bool log, const char* op) {
   GradModeGuard no_grad(false);
@@ -36,6 +45,50 @@ Tensor softmax_values(const Tensor& x, int64_t dim, bool log, const char* op) {
   return to_dtype(y, x.dtype());
 }
 
+// The input's dim `d` as the last dim of a contiguous [rows, cols] tensor.
+Tensor rows_last(const Tensor& x, int64_t d) {
+  Tensor moved = contiguous(d == x.dim() - 1 ? x : movedim(x, d, -1));
+  const int64_t cols = moved.size(-1);
+  return reshape(moved, {moved.numel() / cols, cols});
+}
+
+// Inverse of rows_last: [rows, cols] back to `shape` with the last dim at `d`, contiguous.
+Tensor rows_back(const Tensor& rows, const Shape& shape, int64_t d) {
+  const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+  if (d == last) return reshape(rows, shape);
+  Shape moved = shape;
+  moved.erase(moved.begin() + d);
+  moved.push_back(shape[d]);
+  return contiguous(movedim(reshape(rows, moved), -1, d));
+}
+
+// Softmax through the fused kernels (Note [Fused nn kernels]); x is non-empty, d wrapped.
+Tensor softmax_fused(const Tensor& x, int64_t d, bool log, const char* op) {
+  const Backend& be = backend(x.device());
+  Tensor y;
+  {
+    GradModeGuard no_grad(false);
+    Tensor in = rows_last(x, d);
+    Tensor out = make_tensor(in.sizes(), in.dtype(), in.device());
+    be.softmax_lastdim(out, in, log);
+    y = rows_back(out, x.sizes(), d);
+  }
+  if (needs_grad({x})) {
+    record(op, {x}, {y},
+           [d, log, sy = SavedTensor::output(y, 0)](const Grads& g, Node& self) -> Grads {
+             Tensor yv = sy.unpack(self);
+             if (GradMode::is_enabled()) return {softmax_backward_composite(g[0], yv, d, log)};
+             Tensor go = rows_last(to_dtype(g[0], yv.dtype()), d), yr = rows_last(yv, d);
+             Tensor gi = make_tensor(yr.sizes(), yr.dtype(), yr.device());
+             const Backend& b = backend(yr.device());
+             require_kernel(b.softmax_backward_lastdim, "softmax_backward", yr.device())(gi, go, yr,
+                                                                                         log);
+             return {rows_back(gi, yv.sizes(), d)};
+           });
+  }
+  return y;
+}
+
 Tensor softmax_impl(const Tensor& input, int64_t dim, std::optional<DType> dtype, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   Tensor x = dtype ? to_dtype(input, *dtype) : input;
@@ -46,15 +99,12 @@ Tensor softmax_impl(const Tensor& input, int64_t dim, std::optional<DType> dtype
     return reshape(softmax_impl(reshape(x, {1}), 0, std::nullopt, log), {});
   }
   const int64_t d = wrap_dim(dim, x.dim(), op);
+  if (x.numel() > 0 && backend(x.device()).softmax_lastdim) return softmax_fused(x, d, log, op);
   Tensor y = softmax_values(x, d, log, op);
   if (needs_grad({x})) {
     record(op, {x}, {y},
            [d, log, sy = SavedTensor::output(y, 0)](const Grads& g, Node& self) -> Grads {
-             Tensor yv = sy.unpack(self);
-             std::vector<int64_t> dims{d};
-             if (log) return {sub(g[0], mul(exp(yv), sum(g[0], dims, true)))};
-             Tensor gy = mul(g[0], yv);
-             return {sub(gy, mul(yv, sum(gy, dims, true)))};
+             return {softmax_backward_composite(g[0], sy.unpack(self), d, log)};
            });
   }
   return y;

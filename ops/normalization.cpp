@@ -1,11 +1,14 @@
 // layer_norm, rms_norm, normalize and cosine_similarity: compositions of
-// differentiable kiln ops, so their double backward comes for free.
+// differentiable kiln ops, so their double backward comes for free. layer_norm and rms_norm
+// run through fused kernels where the device has them (Note [Fused nn kernels]).
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -70,12 +73,98 @@ Tensor p_norm(const Tensor& x, double p, const std::vector<int64_t>& dims) {
   return where(nonzero, root, zeros_like(root));
 }
 
+// Whether an optional weight / bias can go to the fused kernels with `input` (same dtype and
+// device); otherwise the composite handles promotion and raises device errors.
+bool fused_operand(const std::optional<Tensor>& t, const Tensor& input) {
+  return !t || (t->dtype() == input.dtype() && t->device() == input.device());
+}
+
+// Gradients of layer_norm (rms: rms_norm) with differentiable ops (for create_graph). Returns
+// grads for input, weight and bias in full input shape; the engine sums them down.
+std::vector<Tensor> layer_norm_backward_composite(const Tensor& g, const Tensor& input,
+                                                  const Tensor& weight,
+                                                  const std::vector<int64_t>& dims, double eps,
+                                                  bool rms) {
+  Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
+  Tensor gf = to_dtype(g, x.dtype());
+  Tensor centered = rms ? x : sub(x, mean(x, dims, true));
+  Tensor rstd = rsqrt(add(mean(mul(centered, centered), dims, true), Scalar(eps)));
+  Tensor xhat = mul(centered, rstd);
+  Tensor gy = weight.defined() ? mul(gf, weight) : gf;
+  Tensor centered_gy = rms ? gy : sub(gy, mean(gy, dims, true));
+  Tensor gx = mul(rstd, sub(centered_gy, mul(xhat, mean(mul(gy, xhat), dims, true))));
+  return {gx, mul(gf, xhat), gf};
+}
+
+// layer_norm (rms: rms_norm, no bias) through the fused kernels; weight and bias (if defined)
+// have input's dtype.
+Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims, const Tensor& weight,
+                        const Tensor& bias, double eps, bool rms) {
+  const Backend& be = backend(input.device());
+  int64_t cols = 1;
+  for (int64_t d : dims) cols *= input.size(d);
+  const int64_t rows = input.numel() / cols;
+  const DType stat_dtype = input.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor x, w, b, y, mean_t, rstd_t;
+  {
+    GradModeGuard no_grad(false);
+    x = contiguous(reshape(input, {rows, cols}));
+    if (weight.defined()) w = contiguous(reshape(weight, {cols}));
+    if (bias.defined()) b = contiguous(reshape(bias, {cols}));
+    Tensor out = make_tensor({rows, cols}, input.dtype(), input.device());
+    if (!rms) mean_t = make_tensor({rows}, stat_dtype, input.device());
+    rstd_t = make_tensor({rows}, stat_dtype, input.device());
+    be.layer_norm_forward(out, mean_t, rstd_t, x, w, b, eps);
+    y = reshape(out, input.sizes());
+  }
+  std::vector<Tensor> inputs{input};
+  if (weight.defined()) inputs.push_back(weight);
+  if (bias.defined()) inputs.push_back(bias);
+  if (needs_grad(inputs)) {
+    const bool has_w = weight.defined(), has_b = bias.defined();
+    // The fused backward skips the gradients nobody wants (the column sums cost a pass).
+    const bool want_x = input.requires_grad(), want_w = has_w && weight.requires_grad(),
+               want_b = has_b && bias.requires_grad();
+    record(rms ? "rms_norm" : "layer_norm", inputs, {y},
+           [sx = SavedTensor(input), sw = has_w ? SavedTensor(weight) : SavedTensor(), mean_t,
+            rstd_t, dims, eps, rms, has_w, has_b, want_x, want_w, want_b, rows,
+            cols](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+             Tensor in = sx.unpack(), wv = has_w ? sw.unpack() : Tensor();
+             std::vector<Tensor> grads;
+             if (GradMode::is_enabled()) {
+               grads = layer_norm_backward_composite(g[0], in, wv, dims, eps, rms);
+             } else {
+               const Device dev = in.device();
+               Tensor go = contiguous(reshape(to_dtype(g[0], in.dtype()), {rows, cols}));
+               Tensor gi = want_x ? make_tensor({rows, cols}, in.dtype(), dev) : Tensor();
+               Tensor gw = want_w ? make_tensor({cols}, in.dtype(), dev) : Tensor();
+               Tensor gb = want_b ? make_tensor({cols}, in.dtype(), dev) : Tensor();
+               require_kernel(backend(dev).layer_norm_backward, "layer_norm_backward", dev)(
+                   gi, gw, gb, go, contiguous(reshape(in, {rows, cols})), mean_t, rstd_t,
+                   has_w ? contiguous(reshape(wv, {cols})) : Tensor());
+               const Shape wshape(in.sizes().end() - dims.size(), in.sizes().end());
+               grads = {want_x ? reshape(gi, in.sizes()) : gi, want_w ? reshape(gw, wshape) : gw,
+                        want_b ? reshape(gb, wshape) : gb};
+             }
+             std::vector<Tensor> result{grads[0]};
+             if (has_w) result.push_back(grads[1]);
+             if (has_b) result.push_back(grads[2]);
+             return result;
+           });
+  }
+  return y;
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps) {
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, bias, "layer_norm");
+  if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
+      fused_operand(weight, input) && fused_operand(bias, input))
+    return layer_norm_fused(input, dims, weight ? *weight : Tensor(), bias ? *bias : Tensor(), eps,
+                            false);
   // Half inputs normalize in float32: their variance loses too many bits otherwise.
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor centered = sub(x, mean(x, dims, true));
@@ -90,6 +179,9 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
                 const std::optional<Tensor>& weight, std::optional<double> eps) {
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
   const double e = eps ? *eps : machine_epsilon(input.dtype());
+  if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
+      fused_operand(weight, input))
+    return layer_norm_fused(input, dims, weight ? *weight : Tensor(), Tensor(), e, true);
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor y = to_dtype(mul(x, rsqrt(add(mean(mul(x, x), dims, true), Scalar(e)))), input.dtype());
   return weight ? mul(y, *weight) : y;

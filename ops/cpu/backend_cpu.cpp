@@ -27,6 +27,12 @@ const Backend& backend() {
     b.row_gather = row_gather_kernel;
     b.row_scatter_add = row_scatter_add_kernel;
     b.optimizer_step = optimizer_step_kernel;
+    b.softmax_lastdim = softmax_lastdim_kernel;
+    b.softmax_backward_lastdim = softmax_backward_lastdim_kernel;
+    b.layer_norm_forward = layer_norm_forward_kernel;
+    b.layer_norm_backward = layer_norm_backward_kernel;
+    b.cross_entropy_forward = cross_entropy_forward_kernel;
+    b.cross_entropy_backward = cross_entropy_backward_kernel;
     return b;
   }();
   return table;

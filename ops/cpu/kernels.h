@@ -33,5 +33,20 @@ void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 void optimizer_step_kernel(const OptimizerStep& step);
+void softmax_lastdim_kernel(const Tensor& out, const Tensor& in, bool log);
+void softmax_backward_lastdim_kernel(const Tensor& grad_in, const Tensor& grad_out,
+                                     const Tensor& out, bool log);
+void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                               const Tensor& in, const Tensor& weight, const Tensor& bias,
+                               double eps);
+void layer_norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight,
+                                const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
+                                const Tensor& mean, const Tensor& rstd, const Tensor& weight);
+void cross_entropy_forward_kernel(const Tensor& loss, const Tensor& lse, const Tensor& logits,
+                                  const Tensor& target, const Tensor& weight,
+                                  int64_t ignore_index);
+void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad_loss,
+                                   const Tensor& logits, const Tensor& lse, const Tensor& target,
+                                   const Tensor& weight, int64_t ignore_index);
 
 }  // namespace kiln::cpu

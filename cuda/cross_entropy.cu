@@ -1,0 +1,118 @@
+// Fused cross entropy with class targets over the rows of contiguous [rows, classes] logits
+// (Note [Fused nn kernels]). Forward: one block per row, an online logsumexp (running max,
+// rescaled sum) in one read, then the target's logit. Backward: one block per row writes
+// grad_loss * weight[t] * (softmax - onehot) from the saved logsumexp in one read.
+#include "cuda/check.h"
+#include "cuda/elementwise.cuh"
+#include "cuda/kernels.h"
+#include "cuda/row_kernels.cuh"
+#include "ops/dispatch.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+template <typename T>
+__global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* logits,
+                                             const int64_t* target, const T* weight, int64_t rows,
+                                             int64_t cols, int64_t ignore_index) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * cols;
+    A m = neg_inf<A>(), s = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const A xv = static_cast<A>(x[j]);
+      if (xv > m) {
+        s = s * exp_acc(m - xv) + A(1);
+        m = xv;
+      } else if (xv != neg_inf<A>()) {  // -inf adds nothing (and -inf - -inf would be NaN)
+        s += exp_acc(xv - m);
+      }
+    }
+    const A row_max = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
+    s = m == neg_inf<A>() ? A(0) : s * exp_acc(m - row_max);
+    s = block_reduce(s, SumOp(), A(0), scratch);
+    if (threadIdx.x != 0) continue;
+    const A l = row_max + log_acc(s);
+    lse[r] = l;
+    const int64_t t = target[r];
+    if (t == ignore_index) {
+      loss[r] = static_cast<T>(A(0));
+    } else {
+      const A w = weight ? static_cast<A>(weight[t]) : A(1);
+      loss[r] = static_cast<T>(w * (l - static_cast<A>(x[t])));
+    }
+  }
+}
+
+template <typename T>
+__global__ void cross_entropy_backward_kernel(T* grad_logits, const T* grad_loss, const T* logits,
+                                              const acc_t<T>* lse, const int64_t* target,
+                                              const T* weight, int64_t rows, int64_t cols,
+                                              int64_t ignore_index) {
+  using A = acc_t<T>;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * cols;
+    T* gi = grad_logits + r * cols;
+    const int64_t t = target[r];
+    if (t == ignore_index) {
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) gi[j] = static_cast<T>(A(0));
+      continue;
+    }
+    const A scale = static_cast<A>(grad_loss[r]) * (weight ? static_cast<A>(weight[t]) : A(1));
+    const A l = lse[r];
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const A p = exp_acc(static_cast<A>(x[j]) - l) - (j == t ? A(1) : A(0));
+      gi[j] = static_cast<T>(scale * p);
+    }
+  }
+}
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+
+void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
+                           const Tensor& target, const Tensor& weight, int64_t ignore_index) {
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  if (rows == 0) return;
+  LaunchContext ctx(logits);
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    using A = acc_t<T>;
+    cross_entropy_forward_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
+        static_cast<T*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()),
+        static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+        ptr_or_null<T>(weight), rows, cols, ignore_index);
+  });
+  KILN_CUDA_CHECK_LAUNCH("cross_entropy");
+}
+
+void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss,
+                            const Tensor& logits, const Tensor& lse, const Tensor& target,
+                            const Tensor& weight, int64_t ignore_index) {
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  if (rows == 0 || cols == 0) return;
+  LaunchContext ctx(logits);
+  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    using A = acc_t<T>;
+    cross_entropy_backward_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
+        static_cast<T*>(grad_logits.data_ptr()), static_cast<const T*>(grad_loss.data_ptr()),
+        static_cast<const T*>(logits.data_ptr()), static_cast<const A*>(lse.data_ptr()),
+        static_cast<const int64_t*>(target.data_ptr()), ptr_or_null<T>(weight), rows, cols,
+        ignore_index);
+  });
+  KILN_CUDA_CHECK_LAUNCH("cross_entropy_backward");
+}
+
+}  // namespace
+
+void install_cross_entropy_kernels(Backend& b) {
+  b.cross_entropy_forward = cross_entropy_forward;
+  b.cross_entropy_backward = cross_entropy_backward;
+}
+
+}  // namespace kiln::cuda
