@@ -41,4 +41,10 @@ struct acc<__nv_bfloat16> {
 template <typename T>
 using acc_t = typename acc<T>::type;
 
+// V consecutive elements moved as one aligned access (16 bytes at most).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
 }  // namespace kiln::cuda

@@ -86,10 +86,6 @@ OffsetCalc<N> make_offset_calc(const Shape& shape, const std::array<const Tensor
 // the widest load a thread can issue, which memory-bound ops need to reach
 // the card's bandwidth.
 constexpr int kVectorBytes = 16;
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
 
 // One input operand: device memory, or a host scalar passed by value.
 template <typename T>

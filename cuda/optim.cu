@@ -79,11 +79,6 @@ struct AdagradOp {
   }
 };
 
-template <typename T>
-struct alignas(sizeof(T) * kIlp) Pack {
-  T v[kIlp];
-};
-
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kBlockThreads) multi_tensor_kernel(ChunkArgs args, Op op) {
   using A = acc_t<T>;
@@ -98,14 +93,14 @@ __global__ void __launch_bounds__(kBlockThreads) multi_tensor_kernel(ChunkArgs a
 #pragma unroll
   for (int j = 0; j < L; ++j) {
     ptr[j] = static_cast<T*>(args.ptrs[j][t]) + start;
-    aligned = aligned && reinterpret_cast<uintptr_t>(ptr[j]) % sizeof(Pack<T>) == 0;
+    aligned = aligned && reinterpret_cast<uintptr_t>(ptr[j]) % sizeof(Pack<T, kIlp>) == 0;
   }
   if (aligned) {
     for (int64_t i = static_cast<int64_t>(threadIdx.x) * kIlp; i < len;
          i += static_cast<int64_t>(blockDim.x) * kIlp) {
-      Pack<T> packs[L];
+      Pack<T, kIlp> packs[L];
 #pragma unroll
-      for (int j = 0; j < L; ++j) packs[j] = *reinterpret_cast<const Pack<T>*>(ptr[j] + i);
+      for (int j = 0; j < L; ++j) packs[j] = *reinterpret_cast<const Pack<T, kIlp>*>(ptr[j] + i);
 #pragma unroll
       for (int e = 0; e < kIlp; ++e) {
         A v[L];
@@ -117,7 +112,7 @@ __global__ void __launch_bounds__(kBlockThreads) multi_tensor_kernel(ChunkArgs a
       }
 #pragma unroll
       for (int j = 0; j < L; ++j)
-        if (j != 1) *reinterpret_cast<Pack<T>*>(ptr[j] + i) = packs[j];
+        if (j != 1) *reinterpret_cast<Pack<T, kIlp>*>(ptr[j] + i) = packs[j];
     }
   } else {
     for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {

@@ -56,11 +56,6 @@ __device__ A block_reduce(A v, Op op, A identity, A* scratch) {
   return warp_reduce(v, op);
 }
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T val[V];
-};
-
 // A thread's share of a row: N values in N / V chunks of V consecutive elements; the thread's
 // chunk k is the row's chunk threadIdx.x + k * blockDim.x. With V > 1 the row is 16-byte
 // aligned and cols a multiple of V, so a chunk is either whole or past the end.
@@ -77,7 +72,7 @@ __device__ __forceinline__ void load_row(A (&v)[N], const T* row, int64_t cols, 
       const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(
           row)[threadIdx.x + static_cast<int64_t>(k) * blockDim.x];
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[k * V + i] = static_cast<A>(p.val[i]);
+      for (int i = 0; i < V; ++i) v[k * V + i] = static_cast<A>(p.v[i]);
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i) v[k * V + i] = pad;
@@ -92,7 +87,7 @@ __device__ __forceinline__ void store_row(T* row, const A (&v)[N], int64_t cols)
     if (!chunk_valid<V>(k, cols)) continue;
     Pack<T, V> p;
 #pragma unroll
-    for (int i = 0; i < V; ++i) p.val[i] = static_cast<T>(v[k * V + i]);
+    for (int i = 0; i < V; ++i) p.v[i] = static_cast<T>(v[k * V + i]);
     reinterpret_cast<Pack<T, V>*>(row)[threadIdx.x + static_cast<int64_t>(k) * blockDim.x] = p;
   }
 }
