@@ -4,8 +4,9 @@ outputs (values, shape, dtype name, device) and every input's gradient.
 A case is `fn(lib, *args)` written once against the shared API (lib is `kiln` or
 `torch`), so the same line exercises both libraries. Inputs are NumPy arrays: plain
 floating arrays become tensors of the tested dtype (and require grad when the dtype is
-float32/float64); `Fixed` arrays keep their own dtype and never require grad (indices,
-masks, integer operands); `Strided` arrays arrive as non-contiguous views."""
+float32/float64); `Const` arrays take the tested dtype without requiring grad (weights,
+targets); `Fixed` arrays keep their own dtype and never require grad (indices, masks,
+integer operands); `Strided` arrays arrive as non-contiguous views."""
 
 import numpy as np
 import pytest
@@ -50,6 +51,13 @@ class Fixed:
         self.array = np.asarray(array)
 
 
+class Const:
+    """A floating input of the tested dtype that never requires grad (weights, targets)."""
+
+    def __init__(self, array):
+        self.array = np.asarray(array)
+
+
 class Strided:
     """A floating input passed as a non-contiguous view: "T" builds it from reversed-axes
     storage and permutes back, "step" slices every other element of a wider last axis."""
@@ -75,8 +83,10 @@ def _make(lib, spec, device, dtype):
     """Returns (leaf or None, argument) for one input spec."""
     if isinstance(spec, Fixed):
         return None, lib.tensor(spec.array, device=device)
-    grad = dtype in GRAD_DTYPES
     dt = lib_dtype(lib, dtype)
+    if isinstance(spec, Const):
+        return None, lib.tensor(spec.array, dtype=dt, device=device)
+    grad = dtype in GRAD_DTYPES
     if isinstance(spec, Strided):
         a = spec.array
         if spec.kind == "T":
@@ -98,7 +108,8 @@ def to_lib(lib, spec, device, dtype="float64"):
     """One input spec as a tensor of `lib` (no grad)."""
     if isinstance(spec, Fixed):
         return lib.tensor(spec.array, device=device)
-    return lib.tensor(np.asarray(spec), dtype=lib_dtype(lib, dtype), device=device)
+    array = spec.array if isinstance(spec, (Const, Strided)) else np.asarray(spec)
+    return lib.tensor(array, dtype=lib_dtype(lib, dtype), device=device)
 
 
 def to_kiln(spec, device, dtype="float64"):
@@ -160,10 +171,12 @@ def check(fn, inputs, device, dtype="float64", grad=True, tol=None):
     compare(k_out, t_out, tol)
     if not grad or all(leaf is None for leaf in t_leaves) or dtype not in GRAD_DTYPES:
         return
-    pairs = [(k, t) for k, t in zip(_flatten(k_out), _flatten(t_out))
-             if isinstance(t, torch.Tensor) and t.requires_grad]
-    assert all(k.requires_grad for k, _ in pairs)
-    assert pairs, "no differentiable output"
+    outs = [(k, t) for k, t in zip(_flatten(k_out), _flatten(t_out))
+            if isinstance(t, torch.Tensor)]
+    assert [k.requires_grad for k, _ in outs] == [t.requires_grad for _, t in outs]
+    pairs = [(k, t) for k, t in outs if t.requires_grad]
+    if not pairs:
+        return
     ups = [U(*t.shape) for _, t in pairs]
     k_g = [kiln.tensor(g, dtype=k.dtype, device=device) for g, (k, _) in zip(ups, pairs)]
     t_g = [torch.tensor(g, dtype=t.dtype, device=device) for g, (_, t) in zip(ups, pairs)]
