@@ -8,8 +8,9 @@ import kiln
 
 torch = pytest.importorskip("torch")
 
-from torch_compare import (DEVICES, GRAD_DTYPES, HALF_DTYPES, Fixed, Strided, U, bools,  # noqa: E402
-                           check, check_raises, compare, dtype_name, ints, lib_dtype)
+from torch_compare import (  # noqa: E402
+    DEVICES, GRAD_DTYPES, HALF_DTYPES, Fixed, Strided, U, bools, check, check_raises, compare,
+    dtype_name, ints, lib_dtype)
 
 
 def F(lib):

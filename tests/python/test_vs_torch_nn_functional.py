@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_compare import (DEVICES, GRAD_DTYPES, HALF_DTYPES, Const, Fixed, Strided, U,  # noqa: E402
-                           bools, check, check_raises)
+from torch_compare import (  # noqa: E402
+    DEVICES, GRAD_DTYPES, HALF_DTYPES, Const, Fixed, Strided, U, bools, check, check_raises)
 
 
 def F(lib):

@@ -36,6 +36,14 @@ def U(*shape, low=-2.0, high=2.0):
     return RNG.uniform(low, high, size=shape)
 
 
+def distinct(*shape):
+    """Values in +-[0.5, 1.5) whose magnitudes are at least 1/n apart, so they stay distinct
+    even in bfloat16: no zeros for prod/cumprod, no ties for max/sort/median indices."""
+    n = int(np.prod(shape))
+    magnitude = 0.5 + RNG.permutation(n) / max(n, 64)
+    return (magnitude * np.where(RNG.random(n) > 0.5, 1.0, -1.0)).reshape(shape)
+
+
 def ints(*shape, low=-5, high=6, dtype=np.int64):
     return RNG.integers(low, high, size=shape).astype(dtype)
 
