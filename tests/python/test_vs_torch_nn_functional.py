@@ -154,9 +154,8 @@ LAYERS = [
 
 def _sdpa(**kw):
     def fn(lib, q, k, v, *mask):
-        if mask:
-            kw["attn_mask"] = mask[0]
-        return F(lib).scaled_dot_product_attention(q, k, v, **kw)
+        return F(lib).scaled_dot_product_attention(q, k, v, attn_mask=mask[0] if mask else None,
+                                                   **kw)
     return fn
 
 
@@ -198,12 +197,11 @@ def test_functional_half(fn, inputs, dtype, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_silu_large_and_half(approximate, device):
+def test_gelu_silu_wide_range(approximate, device):
     x = U(4, 6, low=-8, high=8)
     for dtype in GRAD_DTYPES + HALF_DTYPES:
         check(lambda lib, a: F(lib).gelu(a, approximate=approximate), [x], device, dtype)
         check(lambda lib, a: F(lib).silu(a), [x], device, dtype)
-        check(lambda lib, a: lib.gelu(a, approximate=approximate), [x], device, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -279,20 +279,21 @@ def test_nonzero_and_integer_indexing(device):
                              x[x > 0], x.index_add(0, i[1, :3], x[:3])], [x, i], device)
 
 
+# fn(x, lib, device) -> x[...]
 GETITEM = [
-    ("int", lambda x: x[1]),
-    ("neg_int", lambda x: x[-1, 2]),
-    ("all_ints", lambda x: x[1, 2, 3]),
-    ("slice", lambda x: x[1:3]),
-    ("slice_step", lambda x: x[::2, 1::2]),
-    ("slice_neg", lambda x: x[-2:, :-1]),
-    ("slice_empty", lambda x: x[2:1]),
-    ("none", lambda x: x[None, 1, :, None]),
-    ("ellipsis", lambda x: x[..., 1]),
-    ("ellipsis_none", lambda x: x[1, ..., None]),
+    ("int", lambda x, lib, d: x[1]),
+    ("neg_int", lambda x, lib, d: x[-1, 2]),
+    ("all_ints", lambda x, lib, d: x[1, 2, 3]),
+    ("slice", lambda x, lib, d: x[1:3]),
+    ("slice_step", lambda x, lib, d: x[::2, 1::2]),
+    ("slice_neg", lambda x, lib, d: x[-2:, :-1]),
+    ("slice_empty", lambda x, lib, d: x[2:1]),
+    ("none", lambda x, lib, d: x[None, 1, :, None]),
+    ("ellipsis", lambda x, lib, d: x[..., 1]),
+    ("ellipsis_none", lambda x, lib, d: x[1, ..., None]),
     ("int_tensor", lambda x, lib, d: x[lib.tensor([2, 0, 2], device=d)]),
     ("int_tensor_2d", lambda x, lib, d: x[lib.tensor([[0, 1], [2, 2]], device=d)]),
-    ("int_list", lambda x: x[[0, 2]]),
+    ("int_list", lambda x, lib, d: x[[0, 2]]),
     ("int_tensor_dim1", lambda x, lib, d: x[:, lib.tensor([3, 0], device=d)]),
     ("two_int_tensors", lambda x, lib, d: x[lib.tensor([0, 2], device=d),
                                             lib.tensor([1, 3], device=d)]),
@@ -310,19 +311,12 @@ GETITEM = [
 ]
 
 
-def _index_fn(f):
-    if f.__code__.co_argcount == 1:
-        return lambda x, lib, d: f(x)
-    return f
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", GRAD_DTYPES + HALF_DTYPES)
 @pytest.mark.parametrize("fn", [pytest.param(f, id=n) for n, f in GETITEM])
 def test_getitem(fn, dtype, device):
-    g = _index_fn(fn)
-    check(lambda lib, x: g(x, lib, device), [U(3, 4, 5)], device, dtype)
-    check(lambda lib, x: g(x, lib, device), [Strided(U(3, 4, 5))], device, dtype)
+    check(lambda lib, x: fn(x, lib, device), [U(3, 4, 5)], device, dtype)
+    check(lambda lib, x: fn(x, lib, device), [Strided(U(3, 4, 5))], device, dtype)
 
 
 SETITEM = [
