@@ -140,15 +140,16 @@ def _nan_data():
 
 
 SORT = [
+    # With stable=True PyTorch makes dim and descending keyword-only.
     ("sort", lambda lib, x: lib.sort(x, stable=True)),
     ("sort_dim0_desc", lambda lib, x: x.sort(dim=0, descending=True, stable=True)),
     ("sort_default", lambda lib, x: x.sort(1)),
     ("argsort", lambda lib, x: lib.argsort(x, dim=-1, stable=True)),
-    ("argsort_desc", lambda lib, x: x.argsort(0, descending=True, stable=True)),
+    ("argsort_desc", lambda lib, x: x.argsort(dim=0, descending=True, stable=True)),
     ("topk", lambda lib, x: lib.topk(x, 2)),
     ("topk_smallest", lambda lib, x: x.topk(3, dim=0, largest=False)),
     ("topk_dim0", lambda lib, x: x.topk(1, 0)),
-    ("msort_values", lambda lib, x: lib.sort(x.flatten(), descending=True, stable=True)[0]),
+    ("sort_flat_desc", lambda lib, x: lib.sort(x.flatten(), descending=True, stable=True)[0]),
 ]
 
 
@@ -178,7 +179,8 @@ def test_topk_with_one_nan_per_row(device):
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.bool_])
 def test_sort_integers(dtype, device):
     x = bools(4, 5) if dtype == np.bool_ else ints(4, 5, low=0, high=4, dtype=dtype)
-    for fn in [lambda lib, x: x.sort(stable=True), lambda lib, x: x.sort(0, True, stable=True),
+    for fn in [lambda lib, x: x.sort(stable=True),
+               lambda lib, x: x.sort(dim=0, descending=True, stable=True),
                lambda lib, x: x.argsort(stable=True), lambda lib, x: lib.unique(x),
                lambda lib, x: lib.unique(x, return_inverse=True, return_counts=True)]:
         check(fn, [Fixed(x)], device)
