@@ -54,6 +54,36 @@ def test_unary_integer_empty_and_0d(name, device):
     check(_unary(name), [U(low=0.5, high=1.5)], device, grad=name not in PIECEWISE_CONSTANT)
 
 
+# PyTorch has no in-place isnan_/isinf_/isfinite_.
+UNARY_INPLACE = sorted(set(UNARY) - {"isnan", "isinf", "isfinite"})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", GRAD_DTYPES + HALF_DTYPES)
+@pytest.mark.parametrize("name", UNARY_INPLACE)
+def test_unary_inplace(name, dtype, device):
+    def fn(lib, x):
+        y = x * 1.0
+        return getattr(y, name + "_")()
+
+    low, high = UNARY[name]
+    check(fn, [Strided(U(4, 3, low=low, high=high))], device, dtype,
+          grad=name not in PIECEWISE_CONSTANT)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_python_scalars(device):
+    def fn(lib, x, i, b):
+        return [x.sum().item(), x.tolist(), x[0, 1].item(), float(x[1, 0]), i.tolist(),
+                int(i[0, 0]), i.max().item(), b.tolist(), bool(b[0, 0]), b.any().item(),
+                x.dim(), x.numel(), x.size(1), list(x.shape), x.ndim, x.is_floating_point(),
+                i.is_floating_point(), x.element_size(), i.int().element_size()]
+
+    arrays = (U(2, 3), ints(2, 3), bools(2, 3))
+    compare(fn(kiln, *[kiln.tensor(a, device=device) for a in arrays]),
+            fn(torch, *[torch.tensor(a, device=device) for a in arrays]))
+
+
 # (id, fn(lib, x), domain)
 ACTIVATIONS = [
     ("gelu", lambda lib, x: F(lib).gelu(x), (-3, 3)),
@@ -306,6 +336,9 @@ def test_inplace_integer_and_rejections(device):
     check(lambda lib, a, b: a.add_(b).mul_(2).floor_divide_(3), [Fixed(ints(3, 4)),
                                                                Fixed(ints(4))], device)
     check(lambda lib, a, b: a.bitwise_xor_(b), [Fixed(ints(3, 4)), Fixed(ints(4))], device)
+    check(lambda lib, a, b: [(a * 1).lt_(b), (a * 1).ge_(0.5), (a * 1).eq_(a.round()),
+                             (a * 1).logical_and_(b > 0), (a * 1).type_as(b.int())],
+          [U(3, 4), U(4)], device, grad=False)
     check(lambda lib, a, b: (a * 1.0).clamp_(-0.5, 0.5) + b, [U(3, 4), U(4)], device, grad=False)
     check_raises(lambda lib, a, b: a.add_(b), [Fixed(ints(3)), Fixed(U(3))], device)
     check_raises(lambda lib, a, b: a.add_(b), [Fixed(U(4)), Fixed(U(3, 4))], device)

@@ -71,6 +71,7 @@ SHAPE = [
     ("unfold", lambda lib, x: x.unfold(1, 3, 2), [U(2, 7)]),
     ("take", lambda lib, x, i: lib.take(x, i), [U(3, 4), Fixed(np.array([[0, 11], [5, 5]]))]),
     ("contiguous", lambda lib, x: x.contiguous(), [Strided(U(3, 4))]),
+    ("detach", lambda lib, x: x.detach() * x + lib.detach(x), [U(3, 4)]),
     ("clone", lambda lib, x: lib.clone(x), [Strided(U(3, 4), "step")]),
 ]
 
@@ -252,6 +253,10 @@ INDEX = [
      [U(4, 3), Fixed(np.array([3, 1])), U(2, 3)]),
     ("index_put_accumulate", lambda lib, x, i, j, v: x.index_put((i, j), v, accumulate=True),
      [U(4, 3), Fixed(np.array([3, 1, 3])), Fixed(np.array([0, 2, 0])), U(3)]),
+    ("index_put_inplace", lambda lib, x, i, v: (x * 1).index_put_((i,), v, accumulate=True),
+     [U(4, 3), Fixed(np.array([2, 2])), U(3)]),
+    ("put_inplace", lambda lib, x, i, v: (x * 1).put_(i, v),
+     [U(3, 4), Fixed(np.array([7, 1])), U(2)]),
     ("put", lambda lib, x, i, v: x.put(i, v), [U(3, 4), Fixed(np.array([0, 11, 5])), U(3)]),
     ("put_accumulate", lambda lib, x, i, v: x.put(i, v, accumulate=True),
      [U(3, 4), Fixed(np.array([0, 11, 0])), U(3)]),
