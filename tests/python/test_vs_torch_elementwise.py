@@ -8,9 +8,12 @@ import kiln
 
 torch = pytest.importorskip("torch")
 
-from torch_compare import (  # noqa: E402
-    DEVICES, GRAD_DTYPES, HALF_DTYPES, Fixed, Strided, U, bools, check, check_raises, compare,
-    distinct, dtype_name, ints, lib_dtype)
+# seeded_data is an autouse fixture: importing it enables it here.
+from torch_compare import (  # noqa: E402, F401
+    DEVICES, Fixed, GRAD_DTYPES, HALF_DTYPES, Strided, U, bools, check, check_raises, compare,
+    distinct, dtype_name, ints, lib_dtype, reseed, seeded_data)
+
+reseed(__name__)
 
 
 def F(lib):

@@ -6,8 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_compare import (  # noqa: E402
-    DEVICES, GRAD_DTYPES, HALF_DTYPES, Const, Fixed, Strided, U, bools, check, check_raises)
+# seeded_data is an autouse fixture: importing it enables it here.
+from torch_compare import (  # noqa: E402, F401
+    Const, DEVICES, Fixed, GRAD_DTYPES, HALF_DTYPES, Strided, U, bools, check, check_raises,
+    reseed, seeded_data)
+
+reseed(__name__)
 
 
 def F(lib):

@@ -8,9 +8,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_compare import (  # noqa: E402
-    DEVICES, GRAD_DTYPES, HALF_DTYPES, Fixed, Strided, U, bools, check, check_raises, distinct,
-    ints)
+# seeded_data is an autouse fixture: importing it enables it here.
+from torch_compare import (  # noqa: E402, F401
+    DEVICES, Fixed, GRAD_DTYPES, HALF_DTYPES, Strided, U, bools, check, check_raises, distinct,
+    ints, reseed, seeded_data)
+
+reseed(__name__)
 
 SHAPE = [
     ("cat_dim0", lambda lib, a, b: lib.cat([a, b]), [U(2, 3), U(4, 3)]),

@@ -8,6 +8,8 @@ float32/float64); `Const` arrays take the tested dtype without requiring grad (w
 targets); `Fixed` arrays keep their own dtype and never require grad (indices, masks,
 integer operands); `Strided` arrays arrive as non-contiguous views."""
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -29,6 +31,18 @@ TOL = {
 }
 
 RNG = np.random.default_rng(20261129)
+
+
+def reseed(key):
+    """Restarts the shared data stream from a seed derived from `key`, so a case's data does
+    not depend on which other tests were collected or ran before it."""
+    RNG.bit_generator.state = np.random.default_rng(zlib.crc32(key.encode())).bit_generator.state
+
+
+@pytest.fixture(autouse=True)
+def seeded_data(request):
+    """Per-test data seed (autouse in every module that imports it)."""
+    reseed(f"{request.module.__name__}::{request.node.name}")
 
 
 def U(*shape, low=-2.0, high=2.0):
