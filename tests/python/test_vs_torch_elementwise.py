@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 # seeded_data is an autouse fixture: importing it enables it here.
 from torch_compare import (  # noqa: E402, F401
     DEVICES, Fixed, GRAD_DTYPES, HALF_DTYPES, Strided, U, bools, check, check_raises, compare,
-    distinct, dtype_name, ints, lib_dtype, reseed, seeded_data)
+    distinct, dtype_name, ints, lib_dtype, reseed, seeded_data, to_kiln, to_torch)
 
 reseed(__name__)
 
@@ -82,9 +82,9 @@ def test_python_scalars(device):
                 x.dim(), x.numel(), x.size(1), list(x.shape), x.ndim, x.is_floating_point(),
                 i.is_floating_point(), x.element_size(), i.int().element_size()]
 
-    arrays = (U(2, 3), ints(2, 3), bools(2, 3))
-    compare(fn(kiln, *[kiln.tensor(a, device=device) for a in arrays]),
-            fn(torch, *[torch.tensor(a, device=device) for a in arrays]))
+    specs = (U(2, 3), Fixed(ints(2, 3)), Fixed(bools(2, 3)))
+    compare(fn(kiln, *[to_kiln(s, device) for s in specs]),
+            fn(torch, *[to_torch(s, device) for s in specs]))
 
 
 # (id, fn(lib, x), domain)

@@ -238,8 +238,3 @@ def check_raises(fn, inputs, device, dtype="float64"):
         _run(torch, fn, inputs, device, dtype)
     with pytest.raises(type(t_err.value)):
         _run(kiln, fn, inputs, device, dtype)
-
-
-def case_params(cases):
-    """pytest params from (id, fn, inputs, options) tuples."""
-    return [pytest.param(fn, inputs, opts, id=name) for name, fn, inputs, opts in cases]
