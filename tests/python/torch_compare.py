@@ -51,8 +51,9 @@ def U(*shape, low=-2.0, high=2.0):
 
 
 def distinct(*shape):
-    """Values in +-[0.5, 1.5) whose magnitudes are at least 1/n apart, so they stay distinct
-    even in bfloat16: no zeros for prod/cumprod, no ties for max/sort/median indices."""
+    """Values in +-[0.5, 1.5) with magnitudes 1/max(n, 64) apart, which stay distinct after
+    rounding to bfloat16 for n < 128: no zeros for prod/cumprod, no ties for max/sort/median
+    indices."""
     n = int(np.prod(shape))
     magnitude = 0.5 + RNG.permutation(n) / max(n, 64)
     return (magnitude * np.where(RNG.random(n) > 0.5, 1.0, -1.0)).reshape(shape)
