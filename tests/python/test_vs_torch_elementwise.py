@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 
 # seeded_data is an autouse fixture: importing it enables it here.
 from torch_compare import (  # noqa: E402, F401
-    DEVICES, Fixed, GRAD_DTYPES, HALF_DTYPES, Strided, U, bools, check, check_raises, compare,
-    distinct, dtype_name, ints, lib_dtype, reseed, seeded_data, to_kiln, to_torch)
+    DEVICES, Const, Fixed, GRAD_DTYPES, HALF_DTYPES, Strided, U, bools, check, check_raises,
+    compare, distinct, dtype_name, ints, lib_dtype, reseed, seeded_data, to_kiln, to_torch)
 
 reseed(__name__)
 
@@ -20,7 +20,8 @@ def F(lib):
     return lib.nn.functional
 
 
-# name -> sampling domain that keeps the op finite and away from kinks.
+# name -> sampling domain that keeps the op finite and away from kinks. Piecewise-constant
+# ops (sign, floor, ...) still take part in gradient checks: PyTorch gives them zero grads.
 UNARY = {
     "neg": (-2, 2), "abs": (0.1, 2), "sign": (-2, 2), "exp": (-2, 2), "exp2": (-2, 2),
     "log": (0.1, 3), "log2": (0.1, 3), "log10": (0.1, 3), "log1p": (-0.5, 3),
@@ -30,8 +31,6 @@ UNARY = {
     "trunc": (-3, 3), "logical_not": (-2, 2), "isnan": (-2, 2), "isinf": (-2, 2),
     "isfinite": (-2, 2),
 }
-PIECEWISE_CONSTANT = {"sign", "floor", "ceil", "round", "trunc", "logical_not", "isnan",
-                      "isinf", "isfinite"}
 
 
 def _unary(name):
@@ -43,10 +42,9 @@ def _unary(name):
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary(name, dtype, device):
     low, high = UNARY[name]
-    grad = name not in PIECEWISE_CONSTANT
-    check(_unary(name), [U(3, 4, low=low, high=high)], device, dtype, grad=grad)
+    check(_unary(name), [U(3, 4, low=low, high=high)], device, dtype)
     check(lambda lib, x: getattr(x, name)(), [Strided(U(4, 3, low=low, high=high))], device,
-          dtype, grad=grad)
+          dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -54,7 +52,7 @@ def test_unary(name, dtype, device):
 def test_unary_integer_empty_and_0d(name, device):
     check(_unary(name), [Fixed(ints(2, 5, low=1, high=6))], device)
     check(_unary(name), [U(0, 3, low=0.5, high=1)], device, grad=False)
-    check(_unary(name), [U(low=0.5, high=1.5)], device, grad=name not in PIECEWISE_CONSTANT)
+    check(_unary(name), [U(low=0.5, high=1.5)], device)
 
 
 # PyTorch has no in-place isnan_/isinf_/isfinite_.
@@ -66,12 +64,12 @@ UNARY_INPLACE = sorted(set(UNARY) - {"isnan", "isinf", "isfinite"})
 @pytest.mark.parametrize("name", UNARY_INPLACE)
 def test_unary_inplace(name, dtype, device):
     def fn(lib, x):
-        y = x * 1.0
+        # logical_not_ has no derivative in PyTorch, so it runs outside the graph.
+        y = x.detach() * 1.0 if name == "logical_not" else x * 1.0
         return getattr(y, name + "_")()
 
     low, high = UNARY[name]
-    check(fn, [Strided(U(4, 3, low=low, high=high))], device, dtype,
-          grad=name not in PIECEWISE_CONSTANT)
+    check(fn, [Strided(U(4, 3, low=low, high=high))], device, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -341,11 +339,21 @@ def test_inplace_integer_and_rejections(device):
     check(lambda lib, a, b: a.bitwise_xor_(b), [Fixed(ints(3, 4)), Fixed(ints(4))], device)
     check(lambda lib, a, b: [(a * 1).lt_(b), (a * 1).ge_(0.5), (a * 1).eq_(a.round()),
                              (a * 1).logical_and_(b > 0), (a * 1).type_as(b.int())],
-          [U(3, 4), U(4)], device, grad=False)
+          [Const(U(3, 4)), Const(U(4))], device)
     check(lambda lib, a, b: (a * 1.0).clamp_(-0.5, 0.5) + b, [U(3, 4), U(4)], device, grad=False)
     check_raises(lambda lib, a, b: a.add_(b), [Fixed(ints(3)), Fixed(U(3))], device)
     check_raises(lambda lib, a, b: a.add_(b), [Fixed(U(4)), Fixed(U(3, 4))], device)
     check_raises(lambda lib, a, b: a.add_(b), [U(3), U(3)], device)
+
+
+# PyTorch gives in-place comparisons a zero gradient; kiln leaves the tensor's old grad_fn in
+# place, so the gradient flows through as if the comparison had not happened.
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="kiln: lt_/ge_/eq_ do not rebase autograd history")
+@pytest.mark.parametrize("device", DEVICES)
+def test_inplace_comparison_gradients(device):
+    check(lambda lib, a, b: [(a * 1).lt_(b), (a * 1).ge_(0.5), (a * 1).eq_(a.round())],
+          [U(3, 4), U(4)], device)
 
 
 # PyTorch keeps clamp_'s original input for the backward; kiln's backward finds it modified.
