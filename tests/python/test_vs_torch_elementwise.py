@@ -132,13 +132,13 @@ BINARY = [
     ("rdiv", lambda lib, a, b: 2.0 / (a.abs() + 0.5) + b),
     ("rpow", lambda lib, a, b: 2.0 ** a + b),
     ("pow_scalar", lambda lib, a, b: (a.abs() + 0.5) ** 1.7 + b ** 2),
+    ("remainder", lambda lib, a, b: lib.remainder(a, b)),
+    ("mod_op", lambda lib, a, b: a % b),
 ]
 NO_GRAD_BINARY = [
     ("div_floor", lambda lib, a, b: lib.div(a, b, rounding_mode="floor")),
     ("div_trunc", lambda lib, a, b: lib.div(a, b, rounding_mode="trunc")),
     ("floor_divide", lambda lib, a, b: lib.floor_divide(a, b)),
-    ("remainder", lambda lib, a, b: lib.remainder(a, b)),
-    ("mod_op", lambda lib, a, b: a % b),
     ("eq", lambda lib, a, b: lib.eq(a, a.round()) | (a == b)),
     ("ne", lambda lib, a, b: a != b),
     ("lt", lambda lib, a, b: lib.lt(a, b)),
