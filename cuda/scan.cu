@@ -83,7 +83,7 @@ void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
   const int64_t outer = in.size(0), inner = in.size(1);
   if (outer == 0) return;
   LaunchContext ctx(in);
-  dispatch_numeric(in.dtype(), op == ReduceOp::Max ? "max" : "min", [&](auto tag) {
+  dispatch_all(in.dtype(), op == ReduceOp::Max ? "max" : "min", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
     arg_reduce_rows<T><<<static_cast<unsigned>(outer), kThreads, 0, ctx.stream>>>(
         op == ReduceOp::Max, inner, static_cast<T*>(values.data_ptr()),

@@ -22,6 +22,15 @@ bool saves_result(BinaryOp op) { return op == BinaryOp::div || op == BinaryOp::p
 
 Tensor mask_as(const Tensor& mask, const Tensor& like) { return to_dtype(mask, like.dtype()); }
 
+// The value of a wrapped Python number (a 0-d CPU tensor of its kind).
+Scalar wrapped_value(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::Float64: return Scalar(*static_cast<const double*>(t.data_ptr()));
+    case DType::Int64: return Scalar(*static_cast<const int64_t*>(t.data_ptr()));
+    default: return Scalar(*static_cast<const bool*>(t.data_ptr()));
+  }
+}
+
 // Gradients of a and b given the output gradient g. Shapes may be the
 // broadcast shape: the engine reduces them.
 Grads binary_backward(BinaryOp op, const Tensor& g, const Tensor& a, const Tensor& b,
@@ -36,7 +45,17 @@ Grads binary_backward(BinaryOp op, const Tensor& g, const Tensor& a, const Tenso
     case BinaryOp::div:
       return {div(g, b), neg(mul(g, div(y, b)))};
     case BinaryOp::pow: {
-      Tensor ga = mul(g, mul(b, pow(a, sub(b, Scalar(1)))));
+      // A Python-number exponent stays a double on the host: b - 1 computed
+      // as two wrapped numbers would round to the default dtype (float32).
+      Tensor ga;
+      if (b.impl()->wrapped_number_) {
+        const Scalar e = wrapped_value(b);
+        const Scalar e_minus_1 =
+            e.is_floating() ? Scalar(e.to_double() - 1) : Scalar(e.to_int() - 1);
+        ga = mul(g, mul(pow(a, e_minus_1), e));
+      } else {
+        ga = mul(g, mul(b, pow(a, sub(b, Scalar(1)))));
+      }
       // d/db a^b = a^b log a, taken as 0 where a == 0 (PyTorch's convention).
       Tensor gb = where(eq(a, Scalar(0)), zeros_like(y), mul(g, mul(y, log(a))));
       return {ga, gb};

@@ -107,7 +107,7 @@ std::pair<Tensor, Tensor> extreme_dim(ReduceOp op, const Tensor& x, int64_t dim,
 Tensor arg_extreme(ReduceOp op, const Tensor& x, std::optional<int64_t> dim, bool keepdim,
                    const char* name) {
   if (dim) return extreme_dim(op, x, *dim, keepdim, name).second;
-  KILN_CHECK(x.numel() > 0, Runtime, "[", name,
+  KILN_CHECK(x.numel() > 0, Index, "[", name,
              "] Expected reduction dim to be specified for input.numel() == 0 (input shape ",
              x.sizes(), ")");
   Tensor flat_index = arg_compute(op, reshape(x, {x.numel()}), 0, false, name).second;

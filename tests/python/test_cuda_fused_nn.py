@@ -30,7 +30,7 @@ def pair(a, dtype, requires_grad=True):
 def close(gpu, cpu, dtype, scale=1.0):
     tol = TOL[dtype] * scale
     assert gpu.device.type == "cuda"
-    assert_close(gpu.cpu().float(), cpu.float().numpy(), atol=tol, rtol=tol)
+    assert_close(gpu.detach().cpu().float(), cpu.detach().float().numpy(), atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [kiln.float64])

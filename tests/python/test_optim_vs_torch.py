@@ -53,8 +53,12 @@ def test_parameters_match_torch(case, dtype, device):
             if key == "step":
                 assert kv.dim() == tv.dim() == 0 and kv.item() == tv.item()
             else:
-                np.testing.assert_allclose(kv.cpu().numpy(), tv.cpu().numpy(), rtol=rtol * 10,
-                                           atol=1e-6 if dtype == "float32" else 1e-12)
+                # Buffers mix terms of the state's magnitude that cancel: float32
+                # rounding is absolute at that scale, not relative per element.
+                want = tv.cpu().numpy()
+                scale = max(1.0, float(np.abs(want).max(initial=0)))
+                np.testing.assert_allclose(kv.cpu().numpy(), want, rtol=rtol * 10,
+                                           atol=(1e-6 if dtype == "float32" else 1e-12) * scale)
 
 
 SCHEDULERS = [

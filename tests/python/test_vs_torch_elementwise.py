@@ -111,9 +111,13 @@ ACTIVATIONS = [
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", GRAD_DTYPES + HALF_DTYPES)
-@pytest.mark.parametrize("fn,domain", [pytest.param(f, d, id=n) for n, f, d in ACTIVATIONS])
-def test_activation(fn, domain, dtype, device):
-    check(fn, [Strided(U(3, 5, low=domain[0], high=domain[1]))], device, dtype)
+@pytest.mark.parametrize("name,fn,domain", [pytest.param(n, f, d, id=n) for n, f, d in ACTIVATIONS])
+def test_activation(name, fn, domain, dtype, device):
+    # PyTorch's hardsigmoid/hardswish backward kernels scale by a float32 1/6 even
+    # in float64; kiln keeps the input's precision, so those grads differ at 3e-8.
+    loose = dtype == "float64" and name in ("hardsigmoid", "hardswish")
+    check(fn, [Strided(U(3, 5, low=domain[0], high=domain[1]))], device, dtype,
+          tol=(1e-7, 1e-9) if loose else None)
 
 
 BINARY = [

@@ -57,8 +57,14 @@ class LRScheduler:
         self._initial_step()
 
     def _initial_step(self):
+        # get_lr can tell the constructor's step (which must not change the lrs)
+        # from later ones, including SequentialLR's step(0) at a milestone.
+        self._is_initial = True
         self._step_count = 0
-        self.step()
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def state_dict(self):
         """Everything but the optimizer."""
@@ -144,7 +150,7 @@ class MultiplicativeLR(_LambdaStateMixin, LRScheduler):
 
     def get_lr(self):
         groups = self.optimizer.param_groups
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [g["lr"] * fn(self.last_epoch) for fn, g in zip(self.lr_lambdas, groups)]
         return [g["lr"] for g in groups]
 
