@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "cuda/device.h"
+#include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/creation.h"
 
@@ -38,8 +39,15 @@ int main() {
   }
   const Device dev(DeviceType::CUDA, 0);
   Tensor a = ones({1024}, DType::Float32, dev), b = ones({1024}, DType::Float32, dev);
-  const double alloc = median_us([&] { make_tensor({1024}, DType::Float32, dev); });
-  const double add_op = median_us([&] { add(a, b, Scalar(1)); });
-  std::printf("allocate+free %.3f\nadd %.3f\n", alloc, add_op);
+  Tensor out = empty_like(a);
+  const Backend& cuda = backend(dev);
+  // Interleaved rounds: the spread between rounds shows how noisy the host is.
+  for (int round = 0; round < 2; ++round) {
+    const double alloc = median_us([&] { make_tensor({1024}, DType::Float32, dev); });
+    const double kernel = median_us([&] { cuda.binary(BinaryOp::add, out, a, b); });
+    const double add_op = median_us([&] { add(a, b, Scalar(1)); });
+    std::printf("allocate+free(round %d) %.3f\nbinary kernel entry(round %d) %.3f\n"
+                "add(round %d) %.3f\n", round, alloc, round, kernel, round, add_op);
+  }
   return 0;
 }
