@@ -5,7 +5,9 @@ import statistics
 import time
 
 
-def per_call_us(fn, iters, repeats=7, sync=None, warmup=None):
+def per_call_us(fn, iters, repeats=7, sync=None, warmup=None, include_device=False):
+    """Host microseconds per call; with include_device the clock stops after
+    `sync`, so the time covers the device finishing the work too."""
     for _ in range(warmup if warmup is not None else max(iters // 10, 1)):
         fn()
     if sync:
@@ -15,6 +17,8 @@ def per_call_us(fn, iters, repeats=7, sync=None, warmup=None):
         t0 = time.perf_counter()
         for _ in range(iters):
             fn()
+        if sync and include_device:
+            sync()
         samples.append((time.perf_counter() - t0) / iters * 1e6)
         if sync:
             sync()
