@@ -36,7 +36,16 @@ bool saves_result(UnaryOp op) {
   }
 }
 
-bool saves_input(UnaryOp op) { return !saves_result(op) && op != UnaryOp::neg; }
+bool saves_input(UnaryOp op) {
+  switch (op) {
+    // Gradients that need neither value: x.eq_(x.round()) must not find x modified.
+    case UnaryOp::neg: case UnaryOp::sign: case UnaryOp::floor: case UnaryOp::ceil:
+    case UnaryOp::round: case UnaryOp::trunc:
+      return false;
+    default:
+      return !saves_result(op);
+  }
+}
 
 Tensor mask(const Tensor& m, const Tensor& like) { return to_dtype(m, like.dtype()); }
 

@@ -7,6 +7,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/unary.h"
 #include "python/arg_parsing.h"
@@ -95,7 +96,9 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
   cls.def("div_", [div_rounding](const Tensor& a, py::object b, py::object mode) {
     if (mode.is_none()) return div_(a, to_tensor_arg(b, "div_", "other"));
-    return copy_(a, div_rounding(a, to_tensor_arg(b, "div_", "other"), mode));
+    Tensor other = to_tensor_arg(b, "div_", "other");
+    return assign_inplace(a, {other}, "div_",
+                          [&](const Tensor& s) { return div_rounding(s, other, mode); });
   }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
 
 
@@ -156,8 +159,12 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   for (const char* name : {"clamp", "clip"}) {
     m.def(name, clamp_fn, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
     cls.def(name, clamp_fn, py::arg("min") = py::none(), py::arg("max") = py::none());
-    cls.def((std::string(name) + "_").c_str(), [clamp_fn](const Tensor& x, py::object min, py::object max) {
-      return copy_(x, clamp_fn(x, min, max));
+    cls.def((std::string(name) + "_").c_str(), [clamp_fn, name](const Tensor& x, py::object min,
+                                                                 py::object max) {
+      Tensor tmin = py::isinstance<TensorImpl>(min) ? min.cast<Tensor>() : Tensor();
+      Tensor tmax = py::isinstance<TensorImpl>(max) ? max.cast<Tensor>() : Tensor();
+      return assign_inplace(x, {tmin, tmax}, name == std::string("clamp") ? "clamp_" : "clip_",
+                            [&](const Tensor& s) { return clamp_fn(s, min, max); });
     }, py::arg("min") = py::none(), py::arg("max") = py::none());
   }
   m.def("where", [](const Tensor& cond, py::object a, py::object b) {

@@ -316,8 +316,7 @@ INPLACE = [
 ]
 
 # Ops that overwrite a tensor inside the graph: PyTorch gives the overwritten values a zero
-# gradient. kiln keeps the tensor's previous grad_fn, so gradients flow on as if nothing had
-# been written (and after copy_ the destination's old inputs get no grad at all).
+# gradient (Note [Overwritten history] in ops/elementwise.cpp).
 OVERWRITE = [
     ("fill_", lambda y, lib, b: y.mul_(b).fill_(1.5)),
     ("zero_", lambda y, lib, b: y.zero_().add_(b)),
@@ -350,8 +349,6 @@ def test_inplace_overwrite(op, dtype, device):
     check(_inplace_fn(op), [U(3, 4), U(4)], device, dtype, grad=False)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="kiln: in-place overwrites keep the old autograd history")
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", GRAD_DTYPES)
 @pytest.mark.parametrize("op", [pytest.param(f, id=n) for n, f in OVERWRITE])
@@ -372,8 +369,6 @@ def test_inplace_integer_and_rejections(device):
     check_raises(lambda lib, a, b: a.add_(b), [U(3), U(3)], device)
 
 
-# PyTorch keeps clamp_'s original input for the backward; kiln's backward finds it modified.
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="kiln: clamp_ backward on a non-leaf")
 @pytest.mark.parametrize("device", DEVICES)
 def test_clamp_inplace_gradient(device):
     check(lambda lib, a: (a * 1.0).clamp_(-0.5, 0.5), [U(3, 4)], device)
