@@ -56,6 +56,8 @@ Grads binary_backward(BinaryOp op, const Tensor& g, const Tensor& a, const Tenso
     }
     case BinaryOp::remainder:
       return {g, neg(mul(g, floor_divide(a, b)))};
+    case BinaryOp::fmod:
+      return {g, neg(mul(g, trunc(div(a, b))))};
     case BinaryOp::floor_divide:
       return {zeros_like(g), zeros_like(g)};
     default:

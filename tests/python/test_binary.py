@@ -20,6 +20,7 @@ BINARY = {
     "div": (np.divide, True),
     "floor_divide": (np.floor_divide, True),
     "remainder": (np.remainder, True),
+    "fmod": (np.fmod, True),
     "pow": (np.power, True),
     "maximum": (np.maximum, False),
     "minimum": (np.minimum, False),
@@ -37,7 +38,8 @@ BINARY = {
 BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
            "bitwise_xor": np.bitwise_xor}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
-DIFFERENTIABLE = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder"]
+DIFFERENTIABLE = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder",
+                  "fmod"]
 
 
 def operands(name, shape_a, shape_b, dtype=np.float64):
@@ -48,7 +50,7 @@ def operands(name, shape_a, shape_b, dtype=np.float64):
         # Some exact ties so equality is exercised.
         flat = np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape))
         a = np.where(rand(*flat.shape) > 0, flat, np.broadcast_to(a, flat.shape)).copy()
-    if name == "remainder":
+    if name in ("remainder", "fmod"):
         a = rand(*shape_a, low=-3, high=3)
     return a.astype(dtype), b.astype(dtype)
 

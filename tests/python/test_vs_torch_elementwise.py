@@ -29,7 +29,9 @@ UNARY = {
     "sin": (-3, 3), "cos": (-3, 3), "tan": (-1.2, 1.2), "tanh": (-2, 2), "sigmoid": (-3, 3),
     "erf": (-2, 2), "relu": (-2, 2), "floor": (-3, 3), "ceil": (-3, 3), "round": (-3, 3),
     "trunc": (-3, 3), "logical_not": (-2, 2), "isnan": (-2, 2), "isinf": (-2, 2),
-    "isfinite": (-2, 2),
+    "isfinite": (-2, 2), "square": (-2, 2), "asin": (-0.9, 0.9), "acos": (-0.9, 0.9),
+    "atan": (-3, 3), "sinh": (-2, 2), "cosh": (-2, 2), "asinh": (-3, 3), "acosh": (1.1, 3),
+    "atanh": (-0.9, 0.9),
 }
 
 
@@ -134,6 +136,8 @@ BINARY = [
     ("pow_scalar", lambda lib, a, b: (a.abs() + 0.5) ** 1.7 + b ** 2),
     ("remainder", lambda lib, a, b: lib.remainder(a, b)),
     ("mod_op", lambda lib, a, b: a % b),
+    ("fmod", lambda lib, a, b: lib.fmod(a, b)),
+    ("fmod_scalar", lambda lib, a, b: lib.fmod(a, -1.5) + a.fmod(0.7) * b),
 ]
 NO_GRAD_BINARY = [
     ("div_floor", lambda lib, a, b: lib.div(a, b, rounding_mode="floor")),
@@ -195,6 +199,7 @@ INT_BINARY = [
     ("true_div", lambda lib, a, b: a / b),
     ("floor_divide", lambda lib, a, b: a // b),
     ("remainder", lambda lib, a, b: a % b),
+    ("fmod", lambda lib, a, b: lib.fmod(a, b) + lib.fmod(a, -3)),
     ("div_trunc", lambda lib, a, b: lib.div(a, b, rounding_mode="trunc")),
     ("pow", lambda lib, a, b: lib.pow(a % 5, b.abs())),  # stays inside int8
     ("maximum", lambda lib, a, b: lib.maximum(a, b)),
