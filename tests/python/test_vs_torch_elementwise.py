@@ -291,6 +291,8 @@ TERNARY = [
     ("clamp_max", lambda lib, a, b, c: lib.clip(a, max=0.4) + b * c),
     ("clamp_tensor", lambda lib, a, b, c: lib.clamp(a, min=b, max=b + c.abs())),
     ("maximum_chain", lambda lib, a, b, c: lib.maximum(lib.minimum(a, b), c)),
+    ("addcmul", lambda lib, a, b, c: lib.addcmul(a, b, c, value=-0.5)),
+    ("addcdiv", lambda lib, a, b, c: a.addcdiv(b, c.abs() + 0.5, value=2)),
 ]
 
 
@@ -317,6 +319,12 @@ INPLACE = [
     ("tanh_", lambda y, lib, b: y.tanh_()),
     ("neg_", lambda y, lib, b: y.neg_()),
     ("masked_fill_", lambda y, lib, b: y.masked_fill_(b > 0, -2.0)),
+    ("addcmul_", lambda y, lib, b: y.addcmul_(b, b, value=0.5)),
+    ("addcdiv_", lambda y, lib, b: y.addcdiv_(b, b.abs() + 1)),
+    ("lerp_", lambda y, lib, b: y.lerp_(b, 0.3)),
+    ("clamp_", lambda y, lib, b: y.clamp_(-0.5, 0.5)),
+    ("fmod_", lambda y, lib, b: y.fmod_(1.5)),
+    ("square_", lambda y, lib, b: y.square_()),
     ("view_inplace", lambda y, lib, b: y.transpose(0, 1)[1].mul_(3.0)),
 ]
 
@@ -329,6 +337,13 @@ OVERWRITE = [
     ("lt_", lambda y, lib, b: y.lt_(b)),
     ("ge_", lambda y, lib, b: y.ge_(0.5)),
     ("eq_", lambda y, lib, b: y.eq_(y.round())),
+    ("le_", lambda y, lib, b: y.le_(b)),
+    ("gt_", lambda y, lib, b: y.gt_(0.1)),
+    ("ne_", lambda y, lib, b: y.ne_(b)),
+    ("view_fill_", lambda y, lib, b: y[1].fill_(2.0)),
+    ("view_copy_", lambda y, lib, b: y[:, 1].copy_(b[:3] * 2)),
+    ("copy_cast", lambda y, lib, b: y.copy_(b.double()) if y.dtype == lib.float32
+     else y.copy_(b.float())),
 ]
 
 
@@ -451,3 +466,15 @@ def test_creation_requires_grad_and_default_dtype(device):
     compare(kiln.tensor([[1, 2]], device=device), torch.tensor([[1, 2]], device=device))
     compare(kiln.tensor(np.float32(2.0), device=device),
             torch.tensor(np.float32(2.0), device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_isclose_allclose_equal(device):
+    a = Fixed(np.array([1.0, 0.0, np.inf, -np.inf, np.nan, 1.0, 100.0]))
+    b = Fixed(np.array([1.0 + 1e-9, 1e-9, np.inf, np.inf, np.nan, 1.1, 100.0005]))
+    for kw in [{}, {"equal_nan": True}, {"rtol": 0.2, "atol": 0.0}]:
+        check(lambda lib, x, y: [lib.isclose(x, y, **kw), x.isclose(y, **kw)], [a, b], device)
+        check(lambda lib, x, y: lib.allclose(x, y, **kw) and x.allclose(x), [a, b], device)
+    check(lambda lib, x, y: [lib.equal(x, x), x.equal(y), lib.equal(x, x[:2])], [a, b], device)
+    check(lambda lib, x, y: lib.isclose(x, y, atol=1), [Fixed(ints(3, 4)), Fixed(ints(3, 4))],
+          device)
