@@ -223,8 +223,10 @@ const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> ot
     rebase_history(self, history, op);
     return self;
   }
+  const auto before = self.version();
   in_place();
-  self.bump_version();
+  // One bump per op, also when in_place() wrote through another in-place op (x[i] = v).
+  if (self.version() == before) self.bump_version();
   return self;
 }
 

@@ -140,6 +140,10 @@ def test_random_fill_of_plain_tensor_stays_out_of_the_graph():
     lambda y: y.lt_(0), lambda y: y.uniform_(), lambda y: y.normal_(), lambda y: y.relu_(),
     lambda y: y.div_(2, rounding_mode="floor"), lambda y: y.masked_fill_(y > 0, 1),
     lambda y: y.clip_(min=kiln.zeros(3)), lambda y: kiln.nn.functional.elu(y, inplace=True),
+    lambda y: y.__setitem__(0, 1.0), lambda y: y.__setitem__(kiln.tensor([0, 2]), 1.0),
+    lambda y: y.put_(kiln.tensor([1]), kiln.ones(1, dtype=y.dtype)),
+    lambda y: y.addcmul_(y.detach(), y.detach()), lambda y: y.lerp_(kiln.zeros(3), 0.5),
+    lambda y: y.fmod_(0.5), lambda y: y.square_(), lambda y: y.bernoulli_(0.5),
 ])
 def test_every_inplace_op_bumps_version_once(op):
     for grad in (False, True):
