@@ -36,10 +36,6 @@ const Tensor& copy_(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), Runtime,
              "[copy_] source of shape ", src.sizes(), " cannot be broadcast to destination shape ",
              dst.sizes());
-  KILN_CHECK(!has_internal_overlap(dst), Runtime, "[copy_] unsupported operation: more than one "
-             "element of the written-to tensor (shape ", dst.sizes(), ", strides ",
-             dst.strides(), ") refers to a single memory location. Please clone() the tensor "
-             "before performing the operation.");
   return apply_inplace(
       dst, {src}, "copy_",
       [&](const Tensor& old) {
