@@ -162,3 +162,16 @@ def test_clamp_inplace_on_non_leaf_differentiates():
     assert_close(y, np.clip(a, -0.5, 0.5))
     gradcheck(lambda t: (t * 1).clip_(min=-0.5) * 2, a)
     gradcheck(lambda t, lo: (t * 1).clamp_(min=lo, max=lo + 1), a, rand(3))
+
+
+@pytest.mark.parametrize("name,op", [("fill_", lambda x: x.fill_(1)),
+                                     ("uniform_", lambda x: x.uniform_()),
+                                     ("lt_", lambda x: x.lt_(0)),
+                                     ("clamp_", lambda x: x.clamp_(0, 1))])
+def test_overwriting_a_leaf_that_requires_grad_raises(name, op):
+    x = kiln.tensor(rand(3), requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"\[" + name + r"\] a leaf Variable"):
+        op(x)
+    with kiln.no_grad():
+        op(x)
+    assert x.is_leaf and x._version == 1
