@@ -191,7 +191,8 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool 
   GradModeGuard no_grad(false);
   Tensor close = eq(a, b);
   if (a.dtype() == DType::Bool) return close;
-  if (equal_nan && is_floating(a.dtype())) close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  if (equal_nan && is_floating(a.dtype()))
+    close = logical_or(close, logical_and(isnan(a), isnan(b)));
   // Integers compare in float64 so the tolerance is not truncated.
   const Tensor x = is_floating(a.dtype()) ? a : to_dtype(a, DType::Float64);
   const Tensor y = is_floating(b.dtype()) ? b : to_dtype(b, DType::Float64);

@@ -6,9 +6,9 @@
 #include "core/error.h"
 #include "ops/backend.h"
 #include "ops/copy.h"
-#include "ops/elementwise.h"
 #include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 
 namespace kiln {
 

@@ -189,7 +189,8 @@ Tensor overwritten_history(const Tensor& value, const std::vector<Tensor>& input
   if (!name.empty() && name.back() == '_') name.pop_back();
   record(name, inputs, {out}, [metas](const std::vector<Tensor>&, Node&) -> std::vector<Tensor> {
     std::vector<Tensor> grads;
-    for (const Meta& m : metas) grads.push_back(m.grad ? zeros(m.shape, m.dtype, m.device) : Tensor());
+    for (const Meta& m : metas)
+      grads.push_back(m.grad ? zeros(m.shape, m.dtype, m.device) : Tensor());
     return grads;
   });
   return out;

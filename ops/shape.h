@@ -40,7 +40,8 @@ Tensor tile(const Tensor& x, const std::vector<int64_t>& dims);
 
 // Repeats each element (of the flattened tensor when dim is absent) `repeats`
 // times, in place along the dim: [a, b] -> [a, a, b, b].
-Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
 // Per-element counts (1-D, the dim's length, or a single count).
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats,
                          std::optional<int64_t> dim = std::nullopt);

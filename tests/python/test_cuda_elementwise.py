@@ -12,7 +12,8 @@ UNARY_FLOAT = ["neg", "abs", "sign", "exp", "exp2", "log", "log2", "log10", "log
                "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
                "relu", "silu", "floor", "ceil", "round", "trunc", "square", "asin", "acos",
                "atan", "sinh", "cosh", "asinh", "acosh", "atanh"]
-BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum",
+BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum",
+          "minimum",
           "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]
 
 
