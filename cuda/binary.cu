@@ -85,6 +85,7 @@ __device__ A arithmetic(BinaryOp op, A x, A y) {
         if (r != A(0) && ((r < A(0)) != (y < A(0)))) r += y;
         return r;
       }
+      case BinaryOp::fmod: return fmod(x, y);
       case BinaryOp::pow: return pow(x, y);
       case BinaryOp::atan2: return atan2(x, y);
       default: return x;
@@ -93,6 +94,11 @@ __device__ A arithmetic(BinaryOp op, A x, A y) {
     switch (op) {
       case BinaryOp::floor_divide: return int_floor_div(x, y);
       case BinaryOp::remainder: return int_remainder(x, y);
+      case BinaryOp::fmod:
+        if constexpr (std::is_signed_v<A>) {
+          if (y == A(-1)) return A(0);
+        }
+        return y == A(0) ? A(0) : A(x % y);
       case BinaryOp::pow: return int_pow(x, y);
       case BinaryOp::bitwise_and: return x & y;
       case BinaryOp::bitwise_or: return x | y;

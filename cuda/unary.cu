@@ -30,6 +30,15 @@ __device__ A unary_floating(UnaryOp op, A x, const UnaryParams& p) {
     case UnaryOp::tanh: return tanh(x);
     case UnaryOp::sigmoid: return A(1) / (A(1) + exp(-x));
     case UnaryOp::erf: return erf(x);
+    case UnaryOp::square: return x * x;
+    case UnaryOp::asin: return asin(x);
+    case UnaryOp::acos: return acos(x);
+    case UnaryOp::atan: return atan(x);
+    case UnaryOp::sinh: return sinh(x);
+    case UnaryOp::cosh: return cosh(x);
+    case UnaryOp::asinh: return asinh(x);
+    case UnaryOp::acosh: return acosh(x);
+    case UnaryOp::atanh: return atanh(x);
     case UnaryOp::relu: return x > A(0) ? x : A(0);
     case UnaryOp::silu: return x / (A(1) + exp(-x));
     case UnaryOp::floor: return floor(x);
@@ -71,6 +80,7 @@ __device__ T unary_integral(UnaryOp op, T x, const UnaryParams& p) {
     case UnaryOp::relu: return x > T(0) ? x : T(0);
     case UnaryOp::leaky_relu: return x > T(0) ? x : T(x * p.a);
     case UnaryOp::bitwise_not: return T(~x);
+    case UnaryOp::square: return T(x * x);
     case UnaryOp::clamp:
       if (p.has_a && x < T(p.a)) x = T(p.a);
       if (p.has_b && x > T(p.b)) x = T(p.b);

@@ -9,6 +9,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/unary.h"
 
 namespace kiln {
@@ -75,6 +76,8 @@ Grads binary_backward(BinaryOp op, const Tensor& g, const Tensor& a, const Tenso
     }
     case BinaryOp::remainder:
       return {g, neg(mul(g, floor_divide(a, b)))};
+    case BinaryOp::fmod:
+      return {g, neg(mul(g, trunc(div(a, b))))};
     case BinaryOp::floor_divide:
       return {zeros_like(g), zeros_like(g)};
     default:
@@ -169,6 +172,71 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor lerp(const Tensor& a, const Tensor& end, const Tensor& weight) {
   return add(a, mul(weight, sub(end, a)));
+}
+
+const Tensor& lerp_(const Tensor& self, const Tensor& end, const Tensor& weight) {
+  return assign_inplace(self, {end, weight}, "lerp_",
+                        [&](const Tensor& s) { return lerp(s, end, weight); });
+}
+
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return add(input, mul(t1, t2), value);
+}
+
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value) {
+  KILN_CHECK(is_floating(t1.dtype()) || is_floating(t2.dtype()), Runtime,
+             "[addcdiv] Integer division with addcdiv is no longer supported, got tensor1 of "
+             "dtype ", t1.dtype(), " and tensor2 of dtype ", t2.dtype());
+  return add(input, div(t1, t2), value);
+}
+
+const Tensor& addcmul_(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return assign_inplace(self, {t1, t2}, "addcmul_",
+                        [&](const Tensor& s) { return addcmul(s, t1, t2, value); });
+}
+
+const Tensor& addcdiv_(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return assign_inplace(self, {t1, t2}, "addcdiv_",
+                        [&](const Tensor& s) { return addcdiv(s, t1, t2, value); });
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  KILN_CHECK(a.dtype() == b.dtype(), Runtime, "[isclose] expected both tensors to have the same "
+             "dtype, but got ", a.dtype(), " and ", b.dtype());
+  KILN_CHECK(rtol >= 0, Runtime, "[isclose] rtol must be greater than or equal to zero, got ",
+             rtol);
+  KILN_CHECK(atol >= 0, Runtime, "[isclose] atol must be greater than or equal to zero, got ",
+             atol);
+  GradModeGuard no_grad(false);
+  Tensor close = eq(a, b);
+  if (a.dtype() == DType::Bool) return close;
+  if (equal_nan && is_floating(a.dtype()))
+    close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  // Integers compare in float64 so the tolerance is not truncated.
+  const Tensor x = is_floating(a.dtype()) ? a : to_dtype(a, DType::Float64);
+  const Tensor y = is_floating(b.dtype()) ? b : to_dtype(b, DType::Float64);
+  Tensor error = abs(sub(x, y));
+  Tensor allowed = add(mul(abs(y), rtol), atol);
+  // inf - inf is nan and finite - inf is inf: neither counts as close here.
+  return logical_or(close, logical_and(isfinite(error), le(error, allowed)));
+}
+
+namespace {
+bool all_true(const Tensor& t) {
+  Tensor r = to_device(all(t), Device());
+  return *r.data<bool>();
+}
+}  // namespace
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return all_true(isclose(a, b, rtol, atol, equal_nan));
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  common_device({a, b}, "equal");
+  if (a.sizes() != b.sizes()) return false;
+  GradModeGuard no_grad(false);
+  return all_true(eq(a, b));
 }
 
 }  // namespace kiln

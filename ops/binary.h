@@ -34,6 +34,21 @@ Tensor rpow(const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // a + weight * (end - a).
 Tensor lerp(const Tensor& a, const Tensor& end, const Tensor& weight);
+const Tensor& lerp_(const Tensor& self, const Tensor& end, const Tensor& weight);
+// input + value * t1 * t2 and input + value * t1 / t2.
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+const Tensor& addcmul_(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+const Tensor& addcdiv_(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+
+// |a - b| <= atol + rtol * |b| elementwise (bool; equal values, infinities
+// included, are close; NaNs only with equal_nan).
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
+// Same shape and equal values.
+bool equal(const Tensor& a, const Tensor& b);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

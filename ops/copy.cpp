@@ -4,6 +4,8 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "ops/backend.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
 #ifdef KILN_WITH_CUDA
 #include "cuda/runtime.h"
 #endif
@@ -34,25 +36,24 @@ const Tensor& copy_(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), Runtime,
              "[copy_] source of shape ", src.sizes(), " cannot be broadcast to destination shape ",
              dst.sizes());
-  KILN_CHECK(!has_internal_overlap(dst), Runtime, "[copy_] unsupported operation: more than one "
-             "element of the written-to tensor (shape ", dst.sizes(), ", strides ",
-             dst.strides(), ") refers to a single memory location. Please clone() the tensor "
-             "before performing the operation.");
-  const bool grad = needs_grad({dst, src});
-  if (grad) check_inplace(dst, "copy_");
-  copy_data(dst, src);
-  dst.bump_version();
-  if (grad) {
-    if (src.requires_grad()) {
-      // Gradient flows to src only; the old value of dst is overwritten.
-      Tensor result = detach(dst);
-      record("copy", {src}, {result}, [](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
-        return {g[0]};
-      });
-      rebase_history(dst, result, "copy_");
-    }
-  }
-  return dst;
+  return apply_inplace(
+      dst, {src}, "copy_",
+      [&](const Tensor& old) {
+        Tensor out = detach(old);
+        copy_data(out, src);
+        if (needs_grad({src})) {
+          // The old values are overwritten (zero gradient); src gets the gradient back in its
+          // own dtype and device (the engine sums it down to src's shape).
+          const DType from = src.dtype();
+          const Device dev = src.device();
+          record("copy", {old, src}, {out},
+                 [from, dev](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+                   return {zeros_like(g[0]), to_device(to_dtype(g[0], from), dev)};
+                 });
+        }
+        return out;
+      },
+      [&] { copy_data(dst, src); });
 }
 
 Tensor to_dtype(const Tensor& t, DType dtype, bool copy) {

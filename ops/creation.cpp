@@ -5,8 +5,10 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "ops/backend.h"
+#include "ops/copy.h"
 #include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 
 namespace kiln {
 
@@ -97,10 +99,15 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype, Device device) {
 }
 
 const Tensor& fill_(const Tensor& self, Scalar value) {
-  check_inplace(self, "fill_");
-  backend(self.device()).fill(self, value);
-  self.bump_version();
-  return self;
+  // The new value is a constant: the clone is written and carries no history.
+  return apply_inplace(
+      self, {}, "fill_",
+      [&](const Tensor& c) {
+        Tensor out = detach(c);
+        backend(out.device()).fill(out, value);
+        return out;
+      },
+      [&] { backend(self.device()).fill(self, value); });
 }
 
 const Tensor& zero_(const Tensor& self) { return fill_(self, 0); }

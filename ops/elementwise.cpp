@@ -8,6 +8,7 @@
 #include "core/shape.h"
 #include "ops/backend.h"
 #include "ops/copy.h"
+#include "ops/creation.h"
 #include "ops/view.h"
 
 namespace kiln {
@@ -153,6 +154,49 @@ void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const
   }
 }
 
+namespace {
+void check_assignable(const Tensor& self, const Tensor& result, const char* op) {
+  KILN_CHECK(result.sizes() == self.sizes(), Runtime, "[", op, "] output with shape ",
+             self.sizes(), " doesn't match the broadcast shape ", result.sizes());
+  KILN_CHECK(can_cast(result.dtype(), self.dtype()), Runtime, "[", op, "] result type ",
+             scalar_type_name(result.dtype()), " can't be cast to the desired output type ",
+             scalar_type_name(self.dtype()));
+}
+
+// Note [Overwritten history]: an in-place op whose new value does not depend
+// differentiably on its inputs (fill_, zero_, copy_ of a constant, lt_, the
+// random fills) still cuts the tensor's old history: the overwritten values
+// get a zero gradient, as in PyTorch, instead of the old grad_fn passing the
+// gradient on as if nothing had been written. `value` holds the new value;
+// the returned alias of it carries a node that sends zeros to every input.
+Tensor overwritten_history(const Tensor& value, const std::vector<Tensor>& inputs,
+                           const char* op) {
+  struct Meta {
+    Shape shape;
+    DType dtype;
+    Device device;
+    bool grad;
+  };
+  std::vector<Meta> metas;
+  for (const Tensor& t : inputs) {
+    if (t.defined())
+      metas.push_back({t.sizes(), t.dtype(), t.device(), t.requires_grad()});
+    else
+      metas.push_back({{}, DType::Float32, Device(), false});
+  }
+  Tensor out = detach(value);
+  std::string name(op);
+  if (!name.empty() && name.back() == '_') name.pop_back();
+  record(name, inputs, {out}, [metas](const std::vector<Tensor>&, Node&) -> std::vector<Tensor> {
+    std::vector<Tensor> grads;
+    for (const Meta& m : metas)
+      grads.push_back(m.grad ? zeros(m.shape, m.dtype, m.device) : Tensor());
+    return grads;
+  });
+  return out;
+}
+}  // namespace
+
 const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> others, const char* op,
                             const std::function<Tensor(const Tensor&)>& out_of_place,
                             const std::function<void()>& in_place) {
@@ -167,22 +211,33 @@ const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> ot
     // Always a clone: the out-of-place op may save its input for backward,
     // and self is about to be overwritten (x.mul_(w) with only w requiring grad).
     Tensor result = out_of_place(clone(self));
-    KILN_CHECK(result.sizes() == self.sizes(), Runtime, "[", op, "] output with shape ",
-               self.sizes(), " doesn't match the broadcast shape ", result.sizes());
-    KILN_CHECK(can_cast(result.dtype(), self.dtype()), Runtime, "[", op, "] result type ",
-               scalar_type_name(result.dtype()), " can't be cast to the desired output type ",
-               scalar_type_name(self.dtype()));
+    check_assignable(self, result, op);
+    std::vector<Tensor> inputs{self};
+    inputs.insert(inputs.end(), others.begin(), others.end());
+    // Recorded before self is written, so the node's edges are self's old history.
+    Tensor history = result.requires_grad() ? result : overwritten_history(self, inputs, op);
     {
       GradModeGuard no_grad(false);
       backend(self.device()).copy(self, result);
     }
     self.bump_version();
-    rebase_history(self, result, op);
+    rebase_history(self, history, op);
     return self;
   }
+  const auto before = self.version();
   in_place();
-  self.bump_version();
+  // One bump per op, also when in_place() wrote through another in-place op (x[i] = v).
+  if (self.version() == before) self.bump_version();
   return self;
+}
+
+const Tensor& assign_inplace(const Tensor& self, std::initializer_list<Tensor> others,
+                             const char* op, const std::function<Tensor(const Tensor&)>& fn) {
+  return apply_inplace(self, others, op, fn, [&] {
+    Tensor result = fn(self);
+    check_assignable(self, result, op);
+    backend(self.device()).copy(self, result);
+  });
 }
 
 }  // namespace kiln

@@ -35,4 +35,9 @@ const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> ot
                             const std::function<Tensor(const Tensor&)>& out_of_place,
                             const std::function<void()>& in_place);
 
+// self <- fn(self) for in-place ops without an in-place kernel (clamp_, addcmul_, ...):
+// fn runs out of place (on a clone under autograd) and the result is copied back.
+const Tensor& assign_inplace(const Tensor& self, std::initializer_list<Tensor> others,
+                             const char* op, const std::function<Tensor(const Tensor&)>& fn);
+
 }  // namespace kiln

@@ -624,14 +624,9 @@ Tensor put(const Tensor& self, const Tensor& index, const Tensor& source, bool a
 }
 
 const Tensor& put_(const Tensor& self, const Tensor& index, const Tensor& source, bool accumulate) {
-  return apply_inplace(
-      self, {source}, "put_", [&](const Tensor& s) { return put(s, index, source, accumulate); },
-      [&] {
-        GradModeGuard no_grad(false);
-        // put() numbers elements row-major, which only matches offsets when contiguous.
-        Tensor r = put(self, index, source, accumulate);
-        backend(self.device()).copy(self, r);
-      });
+  // put() numbers elements row-major, so it runs out of place and is copied back.
+  return assign_inplace(self, {source}, "put_",
+                        [&](const Tensor& s) { return put(s, index, source, accumulate); });
 }
 
 }  // namespace kiln

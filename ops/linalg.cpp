@@ -7,7 +7,9 @@
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace kiln {
@@ -123,6 +125,38 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar bet
   // beta == 0 ignores input entirely (NaNs in it do not propagate), as in PyTorch.
   if (beta.to_double() == 0.0) return scaled;
   return add(beta.to_double() == 1.0 ? input : mul(input, beta), scaled);
+}
+
+Tensor inner(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0) return mul(a, b);
+  const int64_t k = a.size(-1);
+  KILN_CHECK(k == b.size(-1), Runtime, "[inner] the last dimension must match on both input "
+             "tensors but got shapes ", a.sizes(), " and ", b.sizes());
+  const Shape rows_a(a.sizes().begin(), a.sizes().end() - 1);
+  const Shape rows_b(b.sizes().begin(), b.sizes().end() - 1);
+  Shape shape = rows_a;
+  shape.insert(shape.end(), rows_b.begin(), rows_b.end());
+  // Explicit row counts: -1 cannot be inferred when k == 0.
+  return reshape(mm(reshape(a, {shape_numel(rows_a), k}), t(reshape(b, {shape_numel(rows_b), k}))),
+                 shape);
+}
+
+Tensor diag(const Tensor& x, int64_t k) {
+  KILN_CHECK(x.dim() == 1 || x.dim() == 2, Runtime, "[diag] expected a 1-D or 2-D tensor, got "
+             "shape ", x.sizes());
+  // A copy, as in PyTorch: diagonal() is the view.
+  if (x.dim() == 2) return clone(diagonal(x, k));
+  const int64_t n = x.size(0) + (k >= 0 ? k : -k);
+  Tensor out = zeros({n, n}, x.dtype(), x.device());
+  // Writing through the view makes `out` differentiable in x (Note [In-place on views]).
+  copy_(diagonal(out, k), x);
+  return out;
+}
+
+Tensor trace(const Tensor& x) {
+  KILN_CHECK(x.dim() == 2, Runtime, "[trace] expected a matrix, but got tensor of shape ",
+             x.sizes());
+  return sum(diagonal(x));
 }
 
 }  // namespace kiln

@@ -16,6 +16,13 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor mv(const Tensor& a, const Tensor& v);
 Tensor outer(const Tensor& a, const Tensor& b);
+// Sums over the last dims: result shape a.shape[:-1] + b.shape[:-1]; a 0-d
+// operand multiplies.
+Tensor inner(const Tensor& a, const Tensor& b);
+// 1-D -> the square matrix with x on diagonal k; 2-D -> a copy of diagonal k.
+Tensor diag(const Tensor& x, int64_t diagonal = 0);
+// Sum of a matrix's main diagonal.
+Tensor trace(const Tensor& x);
 // beta * input + alpha * (m1 @ m2).
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta = 1,
              Scalar alpha = 1);

@@ -296,10 +296,7 @@ Tensor glu(const Tensor& x, int64_t dim) {
 
 const Tensor& activation_inplace(const Tensor& x, const char* op,
                                  const std::function<Tensor(const Tensor&)>& fn) {
-  return apply_inplace(x, {}, op, fn, [&] {
-    GradModeGuard no_grad(false);
-    copy_(x, fn(x));
-  });
+  return assign_inplace(x, {}, op, fn);
 }
 
 const Tensor& hardtanh_(const Tensor& x, double min_val, double max_val) {

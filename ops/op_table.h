@@ -40,6 +40,15 @@ enum class AutocastPolicy : int8_t { Lower, Float32, Promote, None };
   _(tanh, Float, None)                 \
   _(sigmoid, Float, None)              \
   _(erf, Float, Float32)               \
+  _(square, Same, None)                \
+  _(asin, Float, Float32)              \
+  _(acos, Float, Float32)              \
+  _(atan, Float, None)                 \
+  _(sinh, Float, Float32)              \
+  _(cosh, Float, Float32)              \
+  _(asinh, Float, None)                \
+  _(acosh, Float, None)                \
+  _(atanh, Float, None)                \
   _(relu, Same, None)                  \
   _(silu, Float, None)                 \
   _(floor, Same, None)                 \
@@ -92,6 +101,7 @@ enum class BinaryKind : int8_t { Promote, Float, Compare, Integral };
   _(div, Float, Promote)                 \
   _(floor_divide, Promote, Promote)      \
   _(remainder, Promote, Promote)         \
+  _(fmod, Promote, Promote)              \
   _(pow, Promote, Float32)               \
   _(maximum, Promote, Promote)           \
   _(minimum, Promote, Promote)           \

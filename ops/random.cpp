@@ -139,10 +139,14 @@ void sample_into(const Tensor& self, RandomDist dist, RandomParams p, Generator*
 
 const Tensor& sample_inplace(const Tensor& self, RandomDist dist, const RandomParams& p,
                              Generator* gen, const char* op) {
-  check_inplace(self, op);
-  sample_into(self, dist, p, gen, op);
-  self.bump_version();
-  return self;
+  return apply_inplace(
+      self, {}, op,
+      [&](const Tensor& c) {
+        Tensor out = detach(c);
+        sample_into(out, dist, p, gen, op);
+        return out;
+      },
+      [&] { sample_into(self, dist, p, gen, op); });
 }
 
 void check_floating(DType dtype, const char* op) {
@@ -345,14 +349,14 @@ const Tensor& bernoulli_(const Tensor& self, double p, Generator* gen) {
 }
 
 const Tensor& bernoulli_(const Tensor& self, const Tensor& p, Generator* gen) {
-  check_inplace(self, "bernoulli_");
   Tensor probs = to_device(detach(p), self.device());
   if (!is_floating(probs.dtype())) probs = to_dtype(probs, DType::Float32);
-  Tensor drawn = bernoulli(prepare_operand(probs, probs.dtype(), self.sizes(), self.device()),
-                           gen);
-  backend(self.device()).copy(self, drawn);
-  self.bump_version();
-  return self;
+  auto draw = [&] {
+    return bernoulli(prepare_operand(probs, probs.dtype(), self.sizes(), self.device()), gen);
+  };
+  return apply_inplace(
+      self, {}, "bernoulli_", [&](const Tensor&) { return draw(); },
+      [&] { backend(self.device()).copy(self, draw()); });
 }
 
 const Tensor& exponential_(const Tensor& self, double lambd, Generator* gen) {

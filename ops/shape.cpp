@@ -10,6 +10,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -349,6 +350,53 @@ const Tensor& tril_(const Tensor& self, int64_t diagonal) {
 }
 const Tensor& triu_(const Tensor& self, int64_t diagonal) {
   return triangle_(self, diagonal, true);
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  KILN_CHECK(repeats >= 0, Runtime, "[repeat_interleave] repeats can not be negative, got ",
+             repeats);
+  Tensor in = !dim || x.dim() == 0 ? reshape(x, {-1}) : x;
+  const int64_t d = dim ? wrap_dim(*dim, in.dim(), "repeat_interleave") : 0;
+  // [.., n, ..] -> [.., n, repeats, ..] as a broadcast view, then merged: one copy.
+  Tensor u = unsqueeze(in, d + 1);
+  Shape target = u.sizes();
+  target[d + 1] = repeats;
+  return flatten(expand(u, target), d, d + 1);
+}
+
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  KILN_CHECK(repeats.dim() <= 1, Runtime, "[repeat_interleave] repeats must be 0-dim or 1-dim "
+             "tensor, got shape ", repeats.sizes());
+  KILN_CHECK(!is_floating(repeats.dtype()) && repeats.dtype() != DType::Bool, Runtime,
+             "[repeat_interleave] repeats must be an integer tensor, got ", repeats.dtype());
+  // The output size depends on the counts, so they are read on the host.
+  Tensor counts = contiguous(to_device(to_dtype(detach(repeats), DType::Int64), Device()));
+  if (counts.numel() == 1) return repeat_interleave(x, counts.data<int64_t>()[0], dim);
+  Tensor in = !dim || x.dim() == 0 ? reshape(x, {-1}) : x;
+  const int64_t d = dim ? wrap_dim(*dim, in.dim(), "repeat_interleave") : 0;
+  KILN_CHECK(counts.numel() == in.size(d), Runtime, "[repeat_interleave] repeats must have the "
+             "same size as input along dim, but got repeats of shape ", repeats.sizes(),
+             " and input of shape ", in.sizes(), " along dim ", d);
+  const int64_t* c = counts.data<int64_t>();
+  int64_t total = 0;
+  for (int64_t i = 0; i < counts.numel(); ++i) {
+    KILN_CHECK(c[i] >= 0, Runtime, "[repeat_interleave] repeats can not be negative, got ", c[i],
+               " at position ", i);
+    total += c[i];
+  }
+  Tensor index = empty({total}, DType::Int64, Device());
+  int64_t* out = index.data<int64_t>();
+  for (int64_t i = 0; i < counts.numel(); ++i)
+    for (int64_t r = 0; r < c[i]; ++r) *out++ = i;
+  return index_select(in, d, to_device(index, in.device()));
+}
+
+Tensor repeat_interleave(const Tensor& repeats) {
+  KILN_CHECK(repeats.dim() <= 1, Runtime, "[repeat_interleave] repeats must be 0-dim or 1-dim "
+             "tensor, got shape ", repeats.sizes());
+  Tensor positions = arange(Scalar(int64_t(0)), Scalar(repeats.numel()), Scalar(int64_t(1)),
+                            DType::Int64, repeats.device());
+  return repeat_interleave(positions, reshape(repeats, {-1}), 0);
 }
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 // tile) and triangles (tril, triu). All are differentiable.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -36,6 +37,16 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts,
 Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats);
 // repeat with missing leading repeats taken as 1.
 Tensor tile(const Tensor& x, const std::vector<int64_t>& dims);
+
+// Repeats each element (of the flattened tensor when dim is absent) `repeats`
+// times, in place along the dim: [a, b] -> [a, a, b, b].
+Tensor repeat_interleave(const Tensor& x, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+// Per-element counts (1-D, the dim's length, or a single count).
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+// repeat_interleave(arange(n), repeats): index i repeated repeats[i] times.
+Tensor repeat_interleave(const Tensor& repeats);
 
 // Lower / upper triangle of the last two dims; `diagonal` shifts the boundary.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);

@@ -36,7 +36,16 @@ bool saves_result(UnaryOp op) {
   }
 }
 
-bool saves_input(UnaryOp op) { return !saves_result(op) && op != UnaryOp::neg; }
+bool saves_input(UnaryOp op) {
+  switch (op) {
+    // Gradients that need neither value: x.eq_(x.round()) must not find x modified.
+    case UnaryOp::neg: case UnaryOp::sign: case UnaryOp::floor: case UnaryOp::ceil:
+    case UnaryOp::round: case UnaryOp::trunc:
+      return false;
+    default:
+      return !saves_result(op);
+  }
+}
 
 Tensor mask(const Tensor& m, const Tensor& like) { return to_dtype(m, like.dtype()); }
 
@@ -68,6 +77,15 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
     case UnaryOp::sigmoid: return mul(g, mul(y, rsub(y, 1)));
     case UnaryOp::erf: return mul(g, mul(exp(neg(mul(x, x))), kTwoOverSqrtPi));
     case UnaryOp::relu: return mul(g, mask(gt(y, 0), g));
+    case UnaryOp::square: return mul(g, mul(x, 2));
+    case UnaryOp::asin: return div(g, sqrt(rsub(mul(x, x), 1)));
+    case UnaryOp::acos: return neg(div(g, sqrt(rsub(mul(x, x), 1))));
+    case UnaryOp::atan: return div(g, add(mul(x, x), 1));
+    case UnaryOp::sinh: return mul(g, cosh(x));
+    case UnaryOp::cosh: return mul(g, sinh(x));
+    case UnaryOp::asinh: return div(g, sqrt(add(mul(x, x), 1)));
+    case UnaryOp::acosh: return div(g, sqrt(mul(sub(x, 1), add(x, 1))));
+    case UnaryOp::atanh: return div(g, rsub(mul(x, x), 1));
     case UnaryOp::gelu: {
       Tensor cdf = mul(add(erf(mul(x, kSqrt1_2)), 1), 0.5);
       Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), kInvSqrt2Pi);

@@ -263,6 +263,59 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
   return permute(x, order);
 }
 
+Tensor movedim(const Tensor& x, const std::vector<int64_t>& source,
+               const std::vector<int64_t>& destination) {
+  KILN_CHECK(source.size() == destination.size(), Runtime, "[movedim] Invalid source or "
+             "destination dims: source (", source, " dims) should contain the same number of "
+             "dims as destination (", destination, " dims)");
+  const int64_t n = x.dim();
+  std::vector<int64_t> order(n, -1);
+  std::vector<bool> moved(n, false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    const int64_t s = wrap_dim(source[i], n, "movedim");
+    const int64_t d = wrap_dim(destination[i], n, "movedim");
+    KILN_CHECK(!moved[s], Runtime, "[movedim] repeated dim in `source` (", source, ")");
+    KILN_CHECK(order[d] < 0, Runtime, "[movedim] repeated dim in `destination` (", destination,
+               ")");
+    moved[s] = true;
+    order[d] = s;
+  }
+  int64_t next = 0;
+  for (int64_t& o : order) {
+    if (o >= 0) continue;
+    while (moved[next]) ++next;
+    o = next++;
+  }
+  return permute(x, order);
+}
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  const int64_t d1 = wrap_dim(dim1, x.dim(), "diagonal"), d2 = wrap_dim(dim2, x.dim(), "diagonal");
+  KILN_CHECK(d1 != d2, Runtime, "[diagonal] diagonal dimensions cannot be identical, got dim1=",
+             dim1, " and dim2=", dim2, " for input of shape ", x.sizes());
+  const int64_t n1 = x.sizes()[d1], n2 = x.sizes()[d2];
+  const int64_t len = std::max<int64_t>(
+      0, offset >= 0 ? std::min(n1, n2 - offset) : std::min(n1 + offset, n2));
+  int64_t start = x.storage_offset();
+  if (len > 0) start += offset >= 0 ? offset * x.strides()[d2] : -offset * x.strides()[d1];
+  Shape sizes, strides;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i == d1 || i == d2) continue;
+    sizes.push_back(x.sizes()[i]);
+    strides.push_back(x.strides()[i]);
+  }
+  sizes.push_back(len);
+  strides.push_back(x.strides()[d1] + x.strides()[d2]);
+  const Shape in_shape = x.sizes();
+  return record_view("diagonal", x, make_view(x, sizes, strides, start),
+                     [in_shape, offset, d1, d2](const Tensor& g) {
+                       return embed_grad("diagonal_backward", g, in_shape,
+                                         [offset, d1, d2](const Tensor& z) {
+                                           return diagonal(z, offset, d1, d2);
+                                         });
+                     });
+}
+
 Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
   int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "unfold");
   int64_t len = x.dim() == 0 ? 1 : x.sizes()[d];

@@ -29,6 +29,12 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
 Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes);
 Tensor movedim(const Tensor& t, int64_t source, int64_t destination);
+// Moves each source[i] to destination[i]; the other dims keep their order.
+Tensor movedim(const Tensor& t, const std::vector<int64_t>& source,
+               const std::vector<int64_t>& destination);
+// The diagonal of the (dim1, dim2) planes as a view, appended as the last dim;
+// offset > 0 is above the main diagonal.
+Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
 Tensor unfold(const Tensor& t, int64_t dim, int64_t size, int64_t step);
 // Raw strided view; backward scatters into the base geometry.
 Tensor as_strided(const Tensor& t, const Shape& sizes, const Shape& strides,

@@ -7,6 +7,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/unary.h"
 #include "python/arg_parsing.h"
@@ -95,7 +96,9 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
   cls.def("div_", [div_rounding](const Tensor& a, py::object b, py::object mode) {
     if (mode.is_none()) return div_(a, to_tensor_arg(b, "div_", "other"));
-    return copy_(a, div_rounding(a, to_tensor_arg(b, "div_", "other"), mode));
+    Tensor other = to_tensor_arg(b, "div_", "other");
+    return assign_inplace(a, {other}, "div_",
+                          [&](const Tensor& s) { return div_rounding(s, other, mode); });
   }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
 
 
@@ -156,8 +159,12 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   for (const char* name : {"clamp", "clip"}) {
     m.def(name, clamp_fn, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
     cls.def(name, clamp_fn, py::arg("min") = py::none(), py::arg("max") = py::none());
-    cls.def((std::string(name) + "_").c_str(), [clamp_fn](const Tensor& x, py::object min, py::object max) {
-      return copy_(x, clamp_fn(x, min, max));
+    cls.def((std::string(name) + "_").c_str(), [clamp_fn, name](const Tensor& x, py::object min,
+                                                                 py::object max) {
+      Tensor tmin = py::isinstance<TensorImpl>(min) ? min.cast<Tensor>() : Tensor();
+      Tensor tmax = py::isinstance<TensorImpl>(max) ? max.cast<Tensor>() : Tensor();
+      return assign_inplace(x, {tmin, tmax}, name == std::string("clamp") ? "clamp_" : "clip_",
+                            [&](const Tensor& s) { return clamp_fn(s, min, max); });
     }, py::arg("min") = py::none(), py::arg("max") = py::none());
   }
   m.def("where", [](const Tensor& cond, py::object a, py::object b) {
@@ -166,6 +173,39 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   cls.def("where", [](const Tensor& self, const Tensor& cond, py::object b) {
     return where(cond, self, to_tensor_arg(b, "where", "other"));
   }, py::arg("condition"), py::arg("other"));
+  cls.def("lerp_", [](const Tensor& a, const Tensor& end, py::object w) {
+    return lerp_(a, end, to_tensor_arg(w, "lerp_", "weight"));
+  }, py::arg("end"), py::arg("weight"));
+  using Addc = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, Scalar);
+  using AddcInplace = const Tensor& (*)(const Tensor&, const Tensor&, const Tensor&, Scalar);
+  for (auto [name, fn, fn_] : {std::tuple<const char*, Addc, AddcInplace>{"addcmul", &addcmul,
+                                                                          &addcmul_},
+                               {"addcdiv", &addcdiv, &addcdiv_}}) {
+    m.def(name, fn, py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::kw_only(),
+          py::arg("value") = Scalar(1));
+    cls.def(name, fn, py::arg("tensor1"), py::arg("tensor2"), py::kw_only(),
+            py::arg("value") = Scalar(1));
+    cls.def((std::string(name) + "_").c_str(), fn_, py::arg("tensor1"), py::arg("tensor2"),
+            py::kw_only(), py::arg("value") = Scalar(1));
+  }
+  auto isclose_fn = [](const Tensor& a, const Tensor& b, double rtol, double atol, bool nan) {
+    return isclose(a, b, rtol, atol, nan);
+  };
+  auto allclose_fn = [](const Tensor& a, const Tensor& b, double rtol, double atol, bool nan) {
+    return allclose(a, b, rtol, atol, nan);
+  };
+  m.def("isclose", isclose_fn, py::arg("input"), py::arg("other"), py::arg("rtol") = 1e-5,
+        py::arg("atol") = 1e-8, py::arg("equal_nan") = false);
+  cls.def("isclose", isclose_fn, py::arg("other"), py::arg("rtol") = 1e-5,
+          py::arg("atol") = 1e-8, py::arg("equal_nan") = false);
+  m.def("allclose", allclose_fn, py::arg("input"), py::arg("other"), py::arg("rtol") = 1e-5,
+        py::arg("atol") = 1e-8, py::arg("equal_nan") = false);
+  cls.def("allclose", allclose_fn, py::arg("other"), py::arg("rtol") = 1e-5,
+          py::arg("atol") = 1e-8, py::arg("equal_nan") = false);
+  m.def("equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); }, py::arg("input"),
+        py::arg("other"));
+  cls.def("equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); },
+          py::arg("other"));
   m.def("lerp", [](const Tensor& a, const Tensor& end, py::object w) {
           return lerp(a, end, to_tensor_arg(w, "lerp", "weight"));
         }, py::arg("input"), py::arg("end"), py::arg("weight"));

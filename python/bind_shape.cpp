@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "core/shape.h"
 #include "ops/shape.h"
 #include "ops/sort.h"
 #include "python/arg_parsing.h"
@@ -136,6 +137,30 @@ void init_shape(py::module_& m, TensorClass& cls) {
       py::arg("input"), py::arg("dims"));
   cls.def("tile",
           [](const Tensor& x, py::args dims) { return tile(x, parse_shape(dims, "tile")); });
+
+  // repeat_interleave(input, repeats, dim) or repeat_interleave(repeats); output_size is
+  // PyTorch's way to skip reading the counts, checked here against the result.
+  auto repeat_interleave_fn = [](const Tensor& x, py::object repeats, std::optional<int64_t> dim,
+                                 std::optional<int64_t> output_size) {
+    Tensor out;
+    if (repeats.is_none()) {
+      out = repeat_interleave(x);
+    } else if (py::isinstance<TensorImpl>(repeats)) {
+      out = repeat_interleave(x, repeats.cast<Tensor>(), dim);
+    } else {
+      out = repeat_interleave(x, repeats.cast<int64_t>(), dim);
+    }
+    const int64_t d = dim ? wrap_dim(*dim, out.dim(), "repeat_interleave") : 0;
+    KILN_CHECK(!output_size || out.size(d) == *output_size, Runtime,
+               "[repeat_interleave] output_size=", *output_size, " does not match the repeated "
+               "size ", out.size(d));
+    return out;
+  };
+  m.def("repeat_interleave", repeat_interleave_fn, py::arg("input"),
+        py::arg("repeats") = py::none(), py::arg("dim") = py::none(), py::kw_only(),
+        py::arg("output_size") = py::none());
+  cls.def("repeat_interleave", repeat_interleave_fn, py::arg("repeats"),
+          py::arg("dim") = py::none(), py::kw_only(), py::arg("output_size") = py::none());
 
   // Triangles.
   m.def(

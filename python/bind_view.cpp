@@ -74,12 +74,23 @@ void init_view(py::module_& m, TensorClass& cls) {
   cls.def("unflatten", [](const Tensor& x, int64_t d, py::object sizes) {
     return unflatten(x, d, parse_shape_object(sizes, "unflatten"));
   }, py::arg("dim"), py::arg("sizes"));
+  // source/destination: an int or a sequence of ints.
+  auto movedim_fn = [](const Tensor& x, py::object s, py::object d) {
+    if (py::isinstance<py::int_>(s) && py::isinstance<py::int_>(d))
+      return movedim(x, s.cast<int64_t>(), d.cast<int64_t>());
+    return movedim(x, *parse_dims(s, "movedim"), *parse_dims(d, "movedim"));
+  };
   for (const char* name : {"movedim", "moveaxis"}) {
-    m.def(name, [](const Tensor& x, int64_t s, int64_t d) { return movedim(x, s, d); },
-          py::arg("input"), py::arg("source"), py::arg("destination"));
-    cls.def(name, [](const Tensor& x, int64_t s, int64_t d) { return movedim(x, s, d); },
-            py::arg("source"), py::arg("destination"));
+    m.def(name, movedim_fn, py::arg("input"), py::arg("source"), py::arg("destination"));
+    cls.def(name, movedim_fn, py::arg("source"), py::arg("destination"));
   }
+  auto diagonal_fn = [](const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+    return diagonal(x, offset, dim1, dim2);
+  };
+  m.def("diagonal", diagonal_fn, py::arg("input"), py::arg("offset") = 0, py::arg("dim1") = 0,
+        py::arg("dim2") = 1);
+  cls.def("diagonal", diagonal_fn, py::arg("offset") = 0, py::arg("dim1") = 0,
+          py::arg("dim2") = 1);
   cls.def("unfold", [](const Tensor& x, int64_t d, int64_t size, int64_t step) {
     return unfold(x, d, size, step);
   }, py::arg("dimension"), py::arg("size"), py::arg("step"));

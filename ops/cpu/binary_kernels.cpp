@@ -46,6 +46,16 @@ T int_remainder(T x, T y) {
   }
 }
 
+// C's truncated remainder: the result takes the sign of x.
+template <typename T>
+T int_fmod(T x, T y) {
+  KILN_CHECK(y != 0, Runtime, "[fmod] ZeroDivisionError: integer modulo by zero");
+  if constexpr (std::is_signed_v<T>) {
+    if (y == -1) return 0;
+  }
+  return x % y;
+}
+
 template <typename T>
 T int_pow(T base, T exp) {
   if constexpr (std::is_signed_v<T>) {
@@ -88,6 +98,12 @@ void arithmetic(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
       } else {
         return binary_loop<T, T, T>(out, a, b,
                                     [](T x, T y) { return T(std::floor(A(x) / A(y))); });
+      }
+    case BinaryOp::fmod:
+      if constexpr (std::is_integral_v<T>) {
+        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return int_fmod(x, y); });
+      } else {
+        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::fmod(A(x), A(y))); });
       }
     case BinaryOp::remainder:
       if constexpr (std::is_integral_v<T>) {

@@ -38,6 +38,14 @@ void floating_op(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryPar
     case UnaryOp::tanh: return run([](A x) { return std::tanh(x); });
     case UnaryOp::sigmoid: return run([](A x) { return A(1) / (A(1) + std::exp(-x)); });
     case UnaryOp::erf: return run([](A x) { return std::erf(x); });
+    case UnaryOp::asin: return run([](A x) { return std::asin(x); });
+    case UnaryOp::acos: return run([](A x) { return std::acos(x); });
+    case UnaryOp::atan: return run([](A x) { return std::atan(x); });
+    case UnaryOp::sinh: return run([](A x) { return std::sinh(x); });
+    case UnaryOp::cosh: return run([](A x) { return std::cosh(x); });
+    case UnaryOp::asinh: return run([](A x) { return std::asinh(x); });
+    case UnaryOp::acosh: return run([](A x) { return std::acosh(x); });
+    case UnaryOp::atanh: return run([](A x) { return std::atanh(x); });
     case UnaryOp::gelu:
       return run([](A x) { return A(0.5) * x * (A(1) + std::erf(x * A(kSqrt1_2))); });
     case UnaryOp::gelu_tanh:
@@ -90,6 +98,8 @@ void numeric_op(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryPara
       });
     case UnaryOp::relu:
       return unary_loop<T, T>(out, in, [](T x) { return A(x) > 0 ? x : T(0); });
+    case UnaryOp::square:
+      return unary_loop<T, T>(out, in, [](T x) { return T(A(x) * A(x)); });
     case UnaryOp::leaky_relu: {
       const A slope = static_cast<A>(p.a);
       return unary_loop<T, T>(out, in, [slope](T x) { return A(x) > 0 ? x : T(A(x) * slope); });

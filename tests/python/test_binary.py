@@ -20,6 +20,7 @@ BINARY = {
     "div": (np.divide, True),
     "floor_divide": (np.floor_divide, True),
     "remainder": (np.remainder, True),
+    "fmod": (np.fmod, True),
     "pow": (np.power, True),
     "maximum": (np.maximum, False),
     "minimum": (np.minimum, False),
@@ -37,7 +38,8 @@ BINARY = {
 BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
            "bitwise_xor": np.bitwise_xor}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
-DIFFERENTIABLE = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder"]
+DIFFERENTIABLE = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder",
+                  "fmod"]
 
 
 def operands(name, shape_a, shape_b, dtype=np.float64):
@@ -48,7 +50,7 @@ def operands(name, shape_a, shape_b, dtype=np.float64):
         # Some exact ties so equality is exercised.
         flat = np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape))
         a = np.where(rand(*flat.shape) > 0, flat, np.broadcast_to(a, flat.shape)).copy()
-    if name == "remainder":
+    if name in ("remainder", "fmod"):
         a = rand(*shape_a, low=-3, high=3)
     return a.astype(dtype), b.astype(dtype)
 
@@ -101,11 +103,11 @@ def test_non_contiguous(name):
 
 @pytest.mark.parametrize("dtype", [kiln.int64, kiln.int32, kiln.int8, kiln.uint8])
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "maximum", "minimum", "eq", "lt", "ge",
-                                  "logical_xor", "floor_divide", "remainder"])
+                                  "logical_xor", "floor_divide", "remainder", "fmod"])
 def test_integer_ops(name, dtype):
     a = rand(3, 4, dtype=NP_DTYPE[dtype])
     b = rand(3, 4, dtype=NP_DTYPE[dtype])
-    if name in ("floor_divide", "remainder"):
+    if name in ("floor_divide", "remainder", "fmod"):
         b = np.where(b == 0, 3, b).astype(NP_DTYPE[dtype])
     got = getattr(kiln, name)(kiln.tensor(a), kiln.tensor(b))
     assert got.dtype == (kiln.bool if name in COMPARE else dtype)
@@ -277,6 +279,27 @@ def test_floor_divide_and_remainder_negative_numbers():
     # The int64 minimum divided by -1 must not trap.
     lo = np.iinfo(np.int64).min
     assert (kiln.tensor([lo]) // -1).dtype == kiln.int64
+
+
+def test_fmod_takes_the_dividend_sign():
+    a = np.array([-7, 7, -7, 7, -6, 0, 5])
+    b = np.array([2, -2, -2, 2, 3, -5, -1])
+    np.testing.assert_array_equal(kiln.fmod(kiln.tensor(a), kiln.tensor(b)).numpy(), np.fmod(a, b))
+    fa = a.astype(np.float64) + 0.5
+    x = kiln.tensor(fa)
+    np.testing.assert_allclose(kiln.fmod(x, kiln.tensor(b.astype(np.float64))).numpy(),
+                               np.fmod(fa, b))
+    np.testing.assert_allclose(kiln.fmod(x, -1.5).numpy(), np.fmod(fa, -1.5))
+    np.testing.assert_allclose(x.fmod(2).numpy(), np.fmod(fa, 2))
+    assert kiln.fmod(kiln.tensor([7, -7]), 2).tolist() == [1, -1]
+    assert kiln.fmod(kiln.tensor([7, -7]), 2.5).dtype == kiln.float32
+    y = kiln.tensor(fa)
+    y.fmod_(-2)
+    np.testing.assert_allclose(y.numpy(), np.fmod(fa, -2))
+    with pytest.raises(RuntimeError, match=r"\[fmod\].*ZeroDivisionError"):
+        kiln.fmod(kiln.tensor([3, 4]), kiln.tensor([1, 0]))
+    gradcheck(lambda p, q: kiln.fmod(p, q), rand(2, 3, low=-3, high=3), rand(3, low=0.5, high=2))
+    gradcheck(lambda p: kiln.fmod(p, -0.7), rand(2, 3, low=-3, high=3))
 
 
 def test_div_rounding_modes():

@@ -10,8 +10,10 @@ pytestmark = requires_gpu
 
 UNARY_FLOAT = ["neg", "abs", "sign", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
                "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
-               "relu", "silu", "floor", "ceil", "round", "trunc"]
-BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum",
+               "relu", "silu", "floor", "ceil", "round", "trunc", "square", "asin", "acos",
+               "atan", "sinh", "cosh", "asinh", "acosh", "atanh"]
+BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum",
+          "minimum",
           "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]
 
 
@@ -46,6 +48,15 @@ def test_binary_broadcast_matches_cpu(name, dtype):
     want, got = on_both(getattr(kiln, name), a, b, dtype=dtype)
     assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
     assert_close(got.cpu(), want.numpy(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.int64, kiln.int32])
+def test_fmod_takes_the_dividend_sign(dtype):
+    a = np.array([[-7.0, 7.0, -7.0, 7.0, 5.0, -4.0]])
+    b = np.array([[3.0, -3.0, -3.0, 3.0, -1.0, 2.0]])
+    want, got = on_both(kiln.fmod, a, b, dtype=dtype)
+    assert_close(got.cpu(), np.fmod(a, b))
+    assert_close(want, np.fmod(a, b))
 
 
 def test_noncontiguous_and_scalar_operands():

@@ -51,6 +51,19 @@ SHAPE = [
     ("mT", lambda lib, x: x.mT, [U(2, 3, 4)]),
     ("swapaxes", lambda lib, x: lib.swapaxes(x, 0, 1), [U(2, 3)]),
     ("movedim", lambda lib, x: lib.movedim(x, 0, -1), [U(2, 3, 4)]),
+    ("moveaxis_multi", lambda lib, x: x.moveaxis((0, 1), (2, 0)), [U(2, 3, 4)]),
+    ("movedim_multi", lambda lib, x: lib.movedim(x, [0, -1], [-1, 1]), [Strided(U(2, 3, 4))]),
+    ("diagonal", lambda lib, x: lib.diagonal(x, 1, 2, 0), [U(3, 2, 4)]),
+    ("diagonal_method", lambda lib, x: x.diagonal(offset=-1), [Strided(U(4, 3))]),
+    ("diag_1d", lambda lib, x: lib.diag(x, -2), [U(3)]),
+    ("diag_2d", lambda lib, x: x.diag(1), [Strided(U(3, 4))]),
+    ("trace", lambda lib, x: lib.trace(x), [U(3, 4)]),
+    ("repeat_interleave", lambda lib, x: lib.repeat_interleave(x, 2), [U(2, 3)]),
+    ("repeat_interleave_dim", lambda lib, x: x.repeat_interleave(3, dim=-1),
+     [Strided(U(2, 3))]),
+    ("repeat_interleave_tensor",
+     lambda lib, x: x.repeat_interleave(lib.tensor([2, 0, 1], device=x.device), dim=0),
+     [U(3, 2)]),
     ("reshape", lambda lib, x: x.reshape(4, -1), [U(2, 3, 4)]),
     ("reshape_noncontig", lambda lib, x: lib.reshape(x, (-1,)), [Strided(U(3, 4))]),
     ("view", lambda lib, x: x.view(6, 4), [U(2, 3, 4)]),
@@ -92,10 +105,6 @@ def _missing(fn, inputs, name, raises, reason):
 MISSING = [
     _missing(lambda lib, x: lib.as_strided(x, (2, 2), (1, 2), 1), [U(6)], "as_strided",
              NotImplementedError, "kiln: as_strided has no backward"),
-    _missing(lambda lib, x: x.moveaxis((0, 1), (2, 0)), [U(2, 3, 4)], "moveaxis_multi",
-             TypeError, "kiln: movedim/moveaxis take single ints only"),
-    _missing(lambda lib, x: lib.movedim(x, (0, 1), (2, 0)), [U(2, 3, 4)], "movedim_multi",
-             TypeError, "kiln: movedim/moveaxis take single ints only"),
 ]
 
 
