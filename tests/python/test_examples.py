@@ -1,0 +1,37 @@
+"""The examples run as documented: the PyTorch snippet with only the import
+changed, and the digits training that `make train` runs."""
+
+import os
+import re
+import subprocess
+import sys
+
+import kiln
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import seed_snippet  # noqa: E402
+
+
+def test_pytorch_snippet_trains_on_the_best_device():
+    losses = seed_snippet.main(steps=50)
+    assert len(losses) == 50
+    assert losses[-1] < 0.5 * losses[0]
+    assert all(b <= a * 1.5 for a, b in zip(losses, losses[1:]))  # no blow-up along the way
+
+
+def test_digits_example_reaches_accuracy_and_reloads_its_checkpoint(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_digits.py"),
+                          "--out", str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    device = "cuda" if kiln.cuda.is_available() else "cpu"
+    assert f"digits on {device}" in out.stdout
+    accuracy = float(re.search(r"test accuracy: ([0-9.]+)", out.stdout).group(1))
+    assert accuracy >= 0.97
+    assert "predicts identically: True" in out.stdout
+    state = kiln.load(str(tmp_path / "digits_mlp.safetensors"))
+    assert set(state["model"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert state["epochs"] == 30 and state["optimizer"]["param_groups"][0]["lr"] >= 0
