@@ -126,15 +126,26 @@ Tensor einsum(const std::string& raw_equation, const std::vector<Tensor>& operan
   std::map<char, int> counts;
   for (size_t i = 0; i < specs.size(); ++i) {
     std::string labels = expand_ellipsis(specs[i], operands[i].dim(), ell_dims, raw_equation);
+    Tensor t = operands[i];
     for (size_t j = 0; j < labels.size(); ++j) {
       char c = labels[j];
       KILN_CHECK(std::isalpha(static_cast<unsigned char>(c)) || (c >= kEllipsisBase && c < kEllipsisBase + 10),
                  Value, "[einsum] invalid subscript '", c, "' in '", raw_equation, "'");
-      KILN_CHECK(labels.find(c) == j, NotImplemented, "[einsum] repeated subscript '", c,
-                 "' within one operand (diagonals) is not supported: '", raw_equation, "'");
-      counts[c]++;
+      // A label repeated within one operand ("ii->i") reads its diagonal: the
+      // two dims become one, moved last, and the label is seen once.
+      const size_t k = labels.find(c, j + 1);
+      if (k != std::string::npos) {
+        KILN_CHECK(t.size(j) == t.size(k), Runtime, "[einsum] subscript '", c,
+                   "' is repeated for operand ", i, " but the sizes don't match, ", t.size(j),
+                   " != ", t.size(k));
+        t = diagonal(t, 0, static_cast<int64_t>(j), static_cast<int64_t>(k));
+        labels = labels.substr(0, j) + labels.substr(j + 1, k - j - 1) + labels.substr(k + 1) + c;
+        --j;  // position j now holds the next label
+        continue;
+      }
+      if (labels.find(c) == j) counts[c]++;
     }
-    terms.push_back({operands[i], labels});
+    terms.push_back({t, labels});
   }
   std::string out;
   if (arrow == std::string::npos) {

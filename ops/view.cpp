@@ -9,6 +9,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/index.h"
 
 namespace kiln {
 
@@ -368,12 +369,18 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   KILN_CHECK(max_index < static_cast<int64_t>(x.storage()->nbytes / x.itemsize()), Runtime,
              "[as_strided] view of sizes ", sizes, " and strides ", strides,
              " is out of bounds for storage of ", x.storage()->nbytes / x.itemsize(), " elements");
-  // Overlapping views (unfold with step < size) need a scatter-add backward,
-  // which arrives with index_add in ops/index.cpp.
+  // Backward scatters the gradient into a buffer shaped like the whole
+  // storage (index_add sums where the view overlaps itself, as unfold with
+  // step < size does), then reads it back through the input's geometry.
+  const int64_t storage_numel = static_cast<int64_t>(x.storage()->nbytes / x.itemsize());
   return record_view("as_strided", x, make_view(x, sizes, strides, offset),
-                     [](const Tensor&) -> Tensor {
-                       fail(ErrorKind::NotImplemented,
-                            "[as_strided] backward is not implemented yet");
+                     [=, in_sizes = x.sizes(), in_strides = x.strides(),
+                      in_offset = x.storage_offset()](const Tensor& g) -> Tensor {
+                       Tensor slots = arange(0, storage_numel, 1, DType::Int64, g.device());
+                       Tensor read = reshape(as_strided(slots, sizes, strides, offset), {-1});
+                       Tensor flat = zeros({storage_numel}, g.dtype(), g.device());
+                       flat = index_add(flat, 0, read, reshape(g, {-1}), Scalar(1));
+                       return as_strided(flat, in_sizes, in_strides, in_offset);
                      });
 }
 

@@ -46,3 +46,16 @@ def test_einsum_errors():
         kiln.einsum("ij,jk->ik", a, kiln.ones(4, 2))
     with pytest.raises(RuntimeError, match=r"\[einsum\]"):
         kiln.einsum("ij->iz", a)
+
+
+def test_repeated_subscripts_take_diagonals():
+    a, b = rand(4, 4), rand(2, 3, 3)
+    assert_close(kiln.einsum("ii->", kiln.tensor(a)), np.einsum("ii->", a))
+    assert_close(kiln.einsum("ii->i", kiln.tensor(a)), np.einsum("ii->i", a))
+    c = rand(2, 3)
+    assert_close(kiln.einsum("bii,bi->b", kiln.tensor(b), kiln.tensor(c)),
+                 np.einsum("bii,bi->b", b, c))
+    gradcheck(lambda x: kiln.einsum("ii->i", x), a)
+    gradcheck(lambda x, y: kiln.einsum("bii,bi->b", x, y), b, c)
+    with pytest.raises(RuntimeError, match=r"\[einsum\].*sizes don't match"):
+        kiln.einsum("ii->i", kiln.ones(2, 3))

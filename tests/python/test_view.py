@@ -311,3 +311,18 @@ def test_unfold_grad_overlapping_and_gapped_windows():
     (gg,) = kiln.autograd.grad(g.sum(), y)
     counts = np.array([1.0, 2.0, 2.0, 2.0, 1.0])
     assert_close(gg, 6 * y.detach().numpy() * counts)
+
+
+def test_as_strided_backward_sums_overlapping_reads():
+    base = rand(6)
+    x = kiln.tensor(base, requires_grad=True)
+    y = kiln.as_strided(x, (3, 3), (1, 1), 0)  # rows [0..2], [1..3], [2..4]
+    g = rand(3, 3)
+    y.backward(kiln.tensor(g))
+    expected = np.zeros(6)
+    for r in range(3):
+        for c in range(3):
+            expected[r + c] += g[r, c]
+    assert_close(x.grad, expected)
+    gradcheck(lambda t: kiln.as_strided(t, (2, 2), (1, 2), 1), base)
+    gradcheck(lambda t: kiln.as_strided(t.t(), (2, 3), (1, 2), 0), rand(3, 2))

@@ -206,10 +206,10 @@ EINSUM = [
     for c in MATMUL] + [
     pytest.param(lambda lib, *ops, eq=eq: lib.einsum(eq, *ops), inputs, id="einsum_" + eq)
     for eq, inputs in EINSUM] + [
-    pytest.param(lambda lib, a, eq=eq: lib.einsum(eq, a), [U(4, 4)], id="einsum_" + eq,
-                 marks=pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                                         reason="kiln: einsum has no diagonals"))
-    for eq in ("ii->", "ii->i")])
+    pytest.param(lambda lib, a, eq=eq: lib.einsum(eq, a), [U(4, 4)], id="einsum_" + eq)
+    for eq in ("ii->", "ii->i")] + [
+    pytest.param(lambda lib, a, b: lib.einsum("bii,bi->b", a, b), [U(2, 3, 3), U(2, 3)],
+                 id="einsum_bii,bi->b")])
 def test_matmul_family(fn, inputs, dtype, device):
     tol = None
     if dtype in HALF_DTYPES:

@@ -92,20 +92,10 @@ SHAPE = [
 ]
 
 SHAPE_PARAMS = [pytest.param(f, i, True, id=n) for n, f, i in SHAPE] + [
-    pytest.param(lambda lib, x: lib.as_strided(x, (2, 2), (1, 2), 1), [U(6)], False,
-                 id="as_strided_forward")]
-
-
-def _missing(fn, inputs, name, raises, reason):
-    return pytest.param(fn, inputs, id=name,
-                        marks=pytest.mark.xfail(strict=True, raises=raises, reason=reason))
-
-
-# What PyTorch accepts and kiln does not yet (strict: a fix turns these into failures).
-MISSING = [
-    _missing(lambda lib, x: lib.as_strided(x, (2, 2), (1, 2), 1), [U(6)], "as_strided",
-             NotImplementedError, "kiln: as_strided has no backward"),
-]
+    pytest.param(lambda lib, x: lib.as_strided(x, (2, 2), (1, 2), 1), [U(6)], True,
+                 id="as_strided"),
+    pytest.param(lambda lib, x: lib.as_strided(x, (3, 3), (1, 1), 0), [U(6)], True,
+                 id="as_strided_overlapping")]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -113,12 +103,6 @@ MISSING = [
 @pytest.mark.parametrize("fn,inputs,grad", SHAPE_PARAMS)
 def test_shape(fn, inputs, grad, dtype, device):
     check(fn, inputs, device, dtype, grad=grad)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("fn,inputs", MISSING)
-def test_shape_missing_in_kiln(fn, inputs, device):
-    check(fn, inputs, device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
