@@ -2,11 +2,9 @@
 
 import numbers
 
-import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
-from kiln.nn.modules.module import Module
-from kiln.nn.parameter import Parameter
+from kiln.nn.modules.module import Module, _register_empty_parameter
 
 
 def _shape_tuple(normalized_shape):
@@ -24,16 +22,10 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(kiln.empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(kiln.empty(self.normalized_shape, device=device,
-                                                 dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_empty_parameter(self, "weight", self.normalized_shape, elementwise_affine,
+                                  device, dtype)
+        _register_empty_parameter(self, "bias", self.normalized_shape, elementwise_affine and bias,
+                                  device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -59,10 +51,8 @@ class RMSNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(kiln.empty(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
+        _register_empty_parameter(self, "weight", self.normalized_shape, elementwise_affine,
+                                  device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
