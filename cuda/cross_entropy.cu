@@ -20,19 +20,8 @@ __global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* lo
   __shared__ A scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * cols;
-    A m = neg_inf<A>(), s = 0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const A xv = static_cast<A>(x[j]);
-      if (xv > m) {
-        s = s * exp_acc(m - xv) + A(1);
-        m = xv;
-      } else if (xv != neg_inf<A>()) {  // -inf adds nothing (and -inf - -inf would be NaN)
-        s += exp_acc(xv - m);
-      }
-    }
-    const A row_max = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
-    s = m == neg_inf<A>() ? A(0) : s * exp_acc(m - row_max);
-    s = block_reduce(s, SumOp(), A(0), scratch);
+    A row_max;
+    const A s = row_online_sum_exp(x, cols, scratch, row_max);
     if (threadIdx.x != 0) continue;
     const A l = row_max + log_acc(s);
     lse[r] = l;
@@ -67,11 +56,6 @@ __global__ void cross_entropy_backward_kernel(T* grad_logits, const T* grad_loss
       gi[j] = static_cast<T>(scale * p);
     }
   }
-}
-
-template <typename T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
 }
 
 void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,

@@ -126,11 +126,6 @@ void launch_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T
       <<<row_blocks(rows), 1024, 0, stream>>>(out, mean, rstd, in, w, b, rows, cols, eps);
 }
 
-template <typename T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-
 void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                const Tensor& in, const Tensor& weight, const Tensor& bias,
                                double eps) {

@@ -1,12 +1,14 @@
 // Device helpers of the fused row kernels (softmax.cu, layer_norm.cu, cross_entropy.cu):
-// block-wide reductions through warp shuffles, and a thread's share of a row held in
-// registers with 16-byte loads (Note [Fused nn kernels] in ops/cpu/fused_nn_kernels.cpp).
+// block-wide reductions through warp shuffles, an online sum of exp over a row, and a
+// thread's share of a row held in registers with 16-byte loads (Note [Fused nn kernels] in
+// ops/cpu/fused_nn_kernels.cpp).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "core/tensor.h"
 #include "cuda/device_types.cuh"
 
 namespace kiln::cuda {
@@ -56,6 +58,25 @@ __device__ A block_reduce(A v, Op op, A identity, A* scratch) {
   return warp_reduce(v, op);
 }
 
+// One read of a row x[0, cols) by the block: returns sum(exp(x - row_max)) and sets row_max
+// (every thread gets both), with a running max and a sum rescaled when the max grows.
+template <typename T, typename A>
+__device__ A row_online_sum_exp(const T* x, int64_t cols, A* scratch, A& row_max) {
+  A m = neg_inf<A>(), s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const A xv = static_cast<A>(x[j]);
+    if (xv > m) {
+      s = s * exp_acc(m - xv) + A(1);
+      m = xv;
+    } else if (xv != neg_inf<A>()) {  // -inf adds nothing (and -inf - -inf would be NaN)
+      s += exp_acc(xv - m);
+    }
+  }
+  row_max = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
+  s = m == neg_inf<A>() ? A(0) : s * exp_acc(m - row_max);
+  return block_reduce(s, SumOp(), A(0), scratch);
+}
+
 // A thread's share of a row: N values in N / V chunks of V consecutive elements; the thread's
 // chunk k is the row's chunk threadIdx.x + k * blockDim.x. With V > 1 the row is 16-byte
 // aligned and cols a multiple of V, so a chunk is either whole or past the end.
@@ -90,6 +111,12 @@ __device__ __forceinline__ void store_row(T* row, const A (&v)[N], int64_t cols)
     for (int i = 0; i < V; ++i) p.v[i] = static_cast<T>(v[k * V + i]);
     reinterpret_cast<Pack<T, V>*>(row)[threadIdx.x + static_cast<int64_t>(k) * blockDim.x] = p;
   }
+}
+
+// The data of an optional (possibly undefined) tensor argument, or null.
+template <typename T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
 }
 
 // Elements per 16-byte load when every row of a [rows, cols] tensor at `ptr` is 16-byte

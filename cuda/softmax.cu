@@ -14,36 +14,46 @@ namespace kiln::cuda {
 
 namespace {
 
+// Softmax (or log_softmax) in place of a row held in registers, padded with -inf;
+// reduce(value, op, identity) combines the values of the threads sharing the row.
+template <int N, typename A, typename Reduce>
+__device__ __forceinline__ void softmax_in_registers(A (&v)[N], bool log, Reduce reduce) {
+  A m = neg_inf<A>();
+#pragma unroll
+  for (int i = 0; i < N; ++i) m = fmax(m, v[i]);
+  m = reduce(m, MaxOp(), neg_inf<A>());
+  // softmax keeps exp(v - m) in place (one exp per value); log_softmax keeps v.
+  A s = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const A e = exp_acc(v[i] - m);
+    if (!log) v[i] = e;
+    s += e;
+  }
+  s = reduce(s, SumOp(), A(0));
+  if (log) {
+    const A log_s = log_acc(s);
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = (v[i] - m) - log_s;
+  } else {
+    const A inv = A(1) / s;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] *= inv;
+  }
+}
+
 template <typename T, int V, int N, int MaxThreads>
 __global__ void __launch_bounds__(MaxThreads)
     softmax_regs_kernel(T* out, const T* in, int64_t rows, int64_t cols, bool log) {
   using A = acc_t<T>;
   __shared__ A scratch[32];
+  const auto reduce = [&](A x, auto op, A identity) {
+    return block_reduce(x, op, identity, scratch);
+  };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     A v[N];
     load_row<V>(v, in + r * cols, cols, neg_inf<A>());
-    A m = neg_inf<A>();
-#pragma unroll
-    for (int i = 0; i < N; ++i) m = fmax(m, v[i]);
-    m = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
-    // softmax keeps exp(v - m) in place (one exp per value); log_softmax keeps v.
-    A s = 0;
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const A e = exp_acc(v[i] - m);
-      if (!log) v[i] = e;
-      s += e;
-    }
-    s = block_reduce(s, SumOp(), A(0), scratch);
-    if (log) {
-      const A log_s = log_acc(s);
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = (v[i] - m) - log_s;
-    } else {
-      const A inv = A(1) / s;
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] *= inv;
-    }
+    softmax_in_registers(v, log, reduce);
     store_row<V>(out + r * cols, v, cols);
   }
 }
@@ -58,31 +68,12 @@ template <typename T, int V, int N>
 __global__ void __launch_bounds__(32 * kRowsPerBlock, 8)
     softmax_warp_kernel(T* out, const T* in, int64_t rows, int64_t cols, bool log) {
   using A = acc_t<T>;
+  const auto reduce = [](A x, auto op, A) { return warp_reduce(x, op); };
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y; r < rows;
        r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
     A v[N];
     load_row<V>(v, in + r * cols, cols, neg_inf<A>());
-    A m = neg_inf<A>();
-#pragma unroll
-    for (int i = 0; i < N; ++i) m = fmax(m, v[i]);
-    m = warp_reduce(m, MaxOp());
-    A s = 0;
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const A e = exp_acc(v[i] - m);
-      if (!log) v[i] = e;
-      s += e;
-    }
-    s = warp_reduce(s, SumOp());
-    if (log) {
-      const A log_s = log_acc(s);
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = (v[i] - m) - log_s;
-    } else {
-      const A inv = A(1) / s;
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] *= inv;
-    }
+    softmax_in_registers(v, log, reduce);
     store_row<V>(out + r * cols, v, cols);
   }
 }
@@ -101,19 +92,8 @@ __global__ void softmax_online_kernel(T* out, const T* in, int64_t rows, int64_t
   __shared__ A scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = in + r * cols;
-    A m = neg_inf<A>(), s = 0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const A xv = static_cast<A>(x[j]);
-      if (xv > m) {
-        s = s * exp_acc(m - xv) + A(1);
-        m = xv;
-      } else if (xv != neg_inf<A>()) {  // -inf adds nothing (and -inf - -inf would be NaN)
-        s += exp_acc(xv - m);
-      }
-    }
-    const A row_max = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
-    s = m == neg_inf<A>() ? A(0) : s * exp_acc(m - row_max);
-    s = block_reduce(s, SumOp(), A(0), scratch);
+    A row_max;
+    const A s = row_online_sum_exp(x, cols, scratch, row_max);
     const A log_s = log_acc(s), inv = A(1) / s;
     T* y = out + r * cols;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {

@@ -3,7 +3,9 @@
 #include "ops/optim.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
@@ -48,6 +50,37 @@ void check_states(const char* op, const OptimizerStep& s, int slot, const char* 
     check_like(op, s.params[i], s.states[slot][i], name, i);
 }
 
+// One state list argument of a step; `used` false means the option that needs it is off.
+struct StateList {
+  const std::vector<Tensor>& tensors;
+  const char* name;
+  bool used;
+};
+
+// The step over params, grads and the state lists (slot k is states[k]; an unused list leaves
+// its slot empty), after checking every list's length and every tensor against its parameter.
+OptimizerStep checked_step(const char* op, OptimizerAlgo algo, const OptimizerHyper& hyper,
+                           const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                           std::initializer_list<StateList> states) {
+  const size_t n = params.size();
+  check_length(op, grads, n, "grads", true);
+  for (const StateList& st : states) check_length(op, st.tensors, n, st.name, st.used);
+  OptimizerStep s;
+  s.algo = algo;
+  s.hyper = hyper;
+  s.params = params;
+  s.grads = grads;
+  int slot = 0;
+  for (const StateList& st : states) {
+    if (st.used) s.states[slot] = st.tensors;
+    ++slot;
+  }
+  check_params(op, s);
+  slot = 0;
+  for (const StateList& st : states) check_states(op, s, slot++, st.name);
+  return s;
+}
+
 // step += 1 in the counter's own dtype (PyTorch keeps float32 counters); returns the new value.
 double increment_step(const char* op, const Tensor& step, size_t i) {
   KILN_CHECK(step.defined() && step.device().is_cpu() && step.numel() == 1 &&
@@ -69,6 +102,15 @@ double increment_step(const char* op, const Tensor& step, size_t i) {
   }
   step.bump_version();
   return value;
+}
+
+// Increments every step counter (after checking that there is one per parameter); returns the
+// new values.
+std::vector<double> increment_steps(const char* op, const std::vector<Tensor>& steps, size_t n) {
+  check_length(op, steps, n, "steps", true);
+  std::vector<double> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = increment_step(op, steps[i], i);
+  return values;
 }
 
 // Runs the kernel on `s` restricted to one device, with contiguous operands: strided params
@@ -139,37 +181,23 @@ void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  double lr, double beta1, double beta2, double weight_decay, double eps,
                  bool amsgrad, bool maximize, bool decoupled_weight_decay) {
   const char* op = "_fused_adam_";
-  const size_t n = params.size();
-  check_length(op, grads, n, "grads", true);
-  check_length(op, exp_avgs, n, "exp_avgs", true);
-  check_length(op, exp_avg_sqs, n, "exp_avg_sqs", true);
-  check_length(op, max_exp_avg_sqs, n, "max_exp_avg_sqs", amsgrad);
-  check_length(op, steps, n, "steps", true);
-  OptimizerStep s;
-  s.algo = OptimizerAlgo::Adam;
-  s.hyper.lr = lr;
-  s.hyper.beta1 = beta1;
-  s.hyper.beta2 = beta2;
-  s.hyper.weight_decay = weight_decay;
-  s.hyper.eps = eps;
-  s.hyper.amsgrad = amsgrad;
-  s.hyper.maximize = maximize;
-  s.hyper.decoupled_weight_decay = decoupled_weight_decay;
-  s.params = params;
-  s.grads = grads;
-  s.states[0] = exp_avgs;
-  s.states[1] = exp_avg_sqs;
-  if (amsgrad) s.states[2] = max_exp_avg_sqs;
-  check_params(op, s);
-  check_states(op, s, 0, "exp_avgs");
-  check_states(op, s, 1, "exp_avg_sqs");
-  check_states(op, s, 2, "max_exp_avg_sqs");
-  s.scalars.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const double step = increment_step(op, steps[i], i);
+  OptimizerHyper h;
+  h.lr = lr;
+  h.beta1 = beta1;
+  h.beta2 = beta2;
+  h.weight_decay = weight_decay;
+  h.eps = eps;
+  h.amsgrad = amsgrad;
+  h.maximize = maximize;
+  h.decoupled_weight_decay = decoupled_weight_decay;
+  OptimizerStep s = checked_step(op, OptimizerAlgo::Adam, h, params, grads,
+                                 {{exp_avgs, "exp_avgs", true},
+                                  {exp_avg_sqs, "exp_avg_sqs", true},
+                                  {max_exp_avg_sqs, "max_exp_avg_sqs", amsgrad}});
+  for (double step : increment_steps(op, steps, params.size())) {
     const double bias_correction1 = 1 - std::pow(beta1, step);
     const double bias_correction2 = 1 - std::pow(beta2, step);
-    s.scalars[i] = {lr / bias_correction1, std::sqrt(bias_correction2)};
+    s.scalars.push_back({lr / bias_correction1, std::sqrt(bias_correction2)});
   }
   run(op, s);
 }
@@ -181,19 +209,16 @@ std::vector<Tensor> fused_sgd_(const std::vector<Tensor>& params, const std::vec
   const char* op = "_fused_sgd_";
   const size_t n = params.size();
   const bool use_buffers = momentum != 0;
-  check_length(op, grads, n, "grads", true);
   check_length(op, momentum_buffers, n, "momentum_buffers", use_buffers);
-  OptimizerStep s;
-  s.algo = OptimizerAlgo::SGD;
-  s.hyper.lr = lr;
-  s.hyper.momentum = momentum;
-  s.hyper.dampening = dampening;
-  s.hyper.weight_decay = weight_decay;
-  s.hyper.nesterov = nesterov;
-  s.hyper.maximize = maximize;
-  s.params = params;
-  s.grads = grads;
-  check_params(op, s);
+  OptimizerHyper h;
+  h.lr = lr;
+  h.momentum = momentum;
+  h.dampening = dampening;
+  h.weight_decay = weight_decay;
+  h.nesterov = nesterov;
+  h.maximize = maximize;
+  // The buffers are checked once the missing (None) ones are made.
+  OptimizerStep s = checked_step(op, OptimizerAlgo::SGD, h, params, grads, {});
   if (use_buffers) {
     s.scalars.resize(n);
     s.states[0] = momentum_buffers;
@@ -220,31 +245,19 @@ void fused_rmsprop_(const std::vector<Tensor>& params, const std::vector<Tensor>
                     double lr, double alpha, double eps, double weight_decay, double momentum,
                     bool centered, bool maximize) {
   const char* op = "_fused_rmsprop_";
-  const size_t n = params.size();
-  check_length(op, grads, n, "grads", true);
-  check_length(op, square_avgs, n, "square_avgs", true);
-  check_length(op, momentum_buffers, n, "momentum_buffers", momentum > 0);
-  check_length(op, grad_avgs, n, "grad_avgs", centered);
-  check_length(op, steps, n, "steps", true);
-  OptimizerStep s;
-  s.algo = OptimizerAlgo::RMSprop;
-  s.hyper.lr = lr;
-  s.hyper.alpha = alpha;
-  s.hyper.eps = eps;
-  s.hyper.weight_decay = weight_decay;
-  s.hyper.momentum = momentum;
-  s.hyper.centered = centered;
-  s.hyper.maximize = maximize;
-  s.params = params;
-  s.grads = grads;
-  s.states[0] = square_avgs;
-  if (momentum > 0) s.states[1] = momentum_buffers;
-  if (centered) s.states[2] = grad_avgs;
-  check_params(op, s);
-  check_states(op, s, 0, "square_avgs");
-  check_states(op, s, 1, "momentum_buffers");
-  check_states(op, s, 2, "grad_avgs");
-  for (size_t i = 0; i < n; ++i) increment_step(op, steps[i], i);
+  OptimizerHyper h;
+  h.lr = lr;
+  h.alpha = alpha;
+  h.eps = eps;
+  h.weight_decay = weight_decay;
+  h.momentum = momentum;
+  h.centered = centered;
+  h.maximize = maximize;
+  OptimizerStep s = checked_step(op, OptimizerAlgo::RMSprop, h, params, grads,
+                                 {{square_avgs, "square_avgs", true},
+                                  {momentum_buffers, "momentum_buffers", momentum > 0},
+                                  {grad_avgs, "grad_avgs", centered}});
+  increment_steps(op, steps, params.size());
   run(op, s);
 }
 
@@ -252,26 +265,15 @@ void fused_adagrad_(const std::vector<Tensor>& params, const std::vector<Tensor>
                     const std::vector<Tensor>& state_sums, const std::vector<Tensor>& steps,
                     double lr, double lr_decay, double weight_decay, double eps, bool maximize) {
   const char* op = "_fused_adagrad_";
-  const size_t n = params.size();
-  check_length(op, grads, n, "grads", true);
-  check_length(op, state_sums, n, "state_sums", true);
-  check_length(op, steps, n, "steps", true);
-  OptimizerStep s;
-  s.algo = OptimizerAlgo::Adagrad;
-  s.hyper.lr = lr;
-  s.hyper.weight_decay = weight_decay;
-  s.hyper.eps = eps;
-  s.hyper.maximize = maximize;
-  s.params = params;
-  s.grads = grads;
-  s.states[0] = state_sums;
-  check_params(op, s);
-  check_states(op, s, 0, "state_sums");
-  s.scalars.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const double step = increment_step(op, steps[i], i);
-    s.scalars[i] = {lr / (1 + (step - 1) * lr_decay), 0.0};
-  }
+  OptimizerHyper h;
+  h.lr = lr;
+  h.weight_decay = weight_decay;
+  h.eps = eps;
+  h.maximize = maximize;
+  OptimizerStep s = checked_step(op, OptimizerAlgo::Adagrad, h, params, grads,
+                                 {{state_sums, "state_sums", true}});
+  for (double step : increment_steps(op, steps, params.size()))
+    s.scalars.push_back({lr / (1 + (step - 1) * lr_decay), 0.0});
   run(op, s);
 }
 

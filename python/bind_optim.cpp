@@ -51,14 +51,49 @@ std::vector<Tensor> tensor_list(py::handle seq, const char* op, const char* name
   return out;
 }
 
+// The state lists of a fused step (see _step_inputs); None where an entry is missing.
+py::object state_lists(const py::dict& state, const py::list& params, const py::tuple& keys) {
+  const Py_ssize_t n = PyList_GET_SIZE(params.ptr());
+  std::vector<PyObject*> states;  // borrowed from `state`, filled at the first key
+  py::list out(PyTuple_GET_SIZE(keys.ptr()));
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys.ptr()); ++k) {
+    PyObject* key = PyTuple_GET_ITEM(keys.ptr(), k);
+    py::list column(key == Py_None ? 0 : n);
+    if (key != Py_None && states.empty()) {
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* st = PyDict_GetItemWithError(state.ptr(), PyList_GET_ITEM(params.ptr(), i));
+        if (st == nullptr) {
+          if (PyErr_Occurred()) throw py::error_already_set();
+          return py::none();
+        }
+        KILN_CHECK(PyDict_Check(st), Type, "[_step_inputs] a parameter's state must be a dict");
+        states.push_back(st);
+      }
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(column.ptr()); ++i) {
+      PyObject* value = PyDict_GetItemWithError(states[i], key);
+      if (value == nullptr) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return py::none();
+      }
+      Py_INCREF(value);
+      PyList_SET_ITEM(column.ptr(), i, value);
+    }
+    PyList_SET_ITEM(out.ptr(), k, column.release().ptr());
+  }
+  return std::move(out);
+}
+
 }  // namespace
 
 void init_optim(py::module_& m) {
-  // One call instead of a Python-level `p.grad` per parameter (each a property dispatch).
+  // One call reads what a fused step takes from Python: each parameter's `p.grad` (a property
+  // dispatch) and, per state key, one list comprehension would cost about as much as the fused
+  // step's own dispatch on small models.
   m.def(
-      "_params_with_grads",
-      [](py::handle params) {
-        const char* op = "_params_with_grads";
+      "_step_inputs",
+      [](py::handle params, py::dict state, py::tuple keys) {
+        const char* op = "_step_inputs";
         std::vector<Tensor> all = tensor_list(params, op, "params");
         py::list ps, gs;
         PyObject* fast = PySequence_Fast(params.ptr(), "");
@@ -71,9 +106,12 @@ void init_optim(py::module_& m) {
           gs.append(py::cast(g));
         }
         Py_DECREF(fast);
-        return py::make_tuple(ps, gs);
+        return py::make_tuple(ps, gs, state_lists(state, ps, keys));
       },
-      py::arg("params"), "(params that have a grad, their grads) of a list of tensors.");
+      py::arg("params"), py::arg("state"), py::arg("keys"),
+      "(params that have a grad, their grads, [[state[p][key] for p in those params] (or [] "
+      "where key is None) for key in keys]) of a list of tensors; the lists are None where "
+      "some parameter lacks its state or a key.");
 
   m.def(
       "_fused_adam_",

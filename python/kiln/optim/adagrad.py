@@ -2,8 +2,7 @@
 
 import kiln
 from kiln import _C
-from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
-                                  _params_with_grads)
+from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
 
 __all__ = ["Adagrad"]
 
@@ -26,13 +25,13 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                self._init_state(p, group)
+                self._init_state(p, self.state[p], group)
 
-    def _init_state(self, p, group):
-        st = self.state[p]
-        st["step"] = _new_step()
-        st["sum"] = kiln.full_like(p, group["initial_accumulator_value"])
-        return st
+    @staticmethod
+    def _init_state(p, st, group):
+        if not st:
+            st["step"] = _new_step()
+            st["sum"] = kiln.full_like(p, group["initial_accumulator_value"])
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -44,14 +43,9 @@ class Adagrad(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""
-        loss = self._call_closure(closure)
-        state = self.state
-        for group in self.param_groups:
-            params, grads = _params_with_grads(group)
-            if not params:
-                continue
-            states = [state[p] if p in state else self._init_state(p, group) for p in params]
-            _C._fused_adagrad_(params, grads, [s["sum"] for s in states],
-                               [s["step"] for s in states], group["lr"], group["lr_decay"],
-                               group["weight_decay"], group["eps"], group["maximize"])
-        return loss
+        return self._fused_step(closure, _C._fused_adagrad_, self._step_args)
+
+    @staticmethod
+    def _step_args(group):
+        return ("sum", "step"), (group["lr"], group["lr_decay"], group["weight_decay"],
+                                 group["eps"], group["maximize"])

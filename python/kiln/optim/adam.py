@@ -2,8 +2,7 @@
 
 import kiln
 from kiln import _C
-from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
-                                  _params_with_grads)
+from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
 
 __all__ = ["Adam"]
 
@@ -40,32 +39,22 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""
-        loss = self._call_closure(closure)
-        state = self.state
-        for group in self.param_groups:
-            params, grads = _params_with_grads(group)
-            if not params:
-                continue
-            amsgrad = group["amsgrad"]
-            states = [state[p] for p in params]
-            if not all(states) or (amsgrad and not all("max_exp_avg_sq" in s for s in states)):
-                self._init_states(params, states, amsgrad)
-            max_sqs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
-            beta1, beta2 = group["betas"]
-            _C._fused_adam_(params, grads, [s["exp_avg"] for s in states],
-                            [s["exp_avg_sq"] for s in states], max_sqs,
-                            [s["step"] for s in states], group["lr"], beta1, beta2,
-                            group["weight_decay"], group["eps"], amsgrad, group["maximize"],
-                            group["decoupled_weight_decay"])
-        return loss
+        return self._fused_step(closure, _C._fused_adam_, self._step_args)
 
     @staticmethod
-    def _init_states(params, states, amsgrad):
-        for p, st in zip(params, states):
-            if not st:
-                st["step"] = _new_step()
-                st["exp_avg"] = kiln.zeros_like(p)
-                st["exp_avg_sq"] = kiln.zeros_like(p)
-            if amsgrad and "max_exp_avg_sq" not in st:
-                st["max_exp_avg_sq"] = kiln.zeros_like(p)
+    def _step_args(group):
+        amsgrad = group["amsgrad"]
+        beta1, beta2 = group["betas"]
+        keys = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq" if amsgrad else None, "step")
+        return keys, (group["lr"], beta1, beta2, group["weight_decay"], group["eps"], amsgrad,
+                      group["maximize"], group["decoupled_weight_decay"])
+
+    @staticmethod
+    def _init_state(p, st, group):
+        if not st:
+            st["step"] = _new_step()
+            st["exp_avg"] = kiln.zeros_like(p)
+            st["exp_avg_sq"] = kiln.zeros_like(p)
+        if group["amsgrad"] and "max_exp_avg_sq" not in st:
+            st["max_exp_avg_sq"] = kiln.zeros_like(p)
 

@@ -202,6 +202,33 @@ class Optimizer:
         with kiln.enable_grad():
             return closure()
 
+    def _fused_step(self, closure, fused_op, step_args):
+        """The step of kiln's built-in optimizers: per param group, one call
+        fused_op(params, grads, *state_lists, *scalars) over the parameters that have a gradient
+        (others are skipped, as in PyTorch), where (state_keys, scalars) = step_args(group) and
+        each state list holds self.state[p][key] per parameter (an empty list where the key is
+        None: that state is off for the group). Missing state is made by
+        self._init_state(p, self.state[p], group). fused_op updates the state in place; one
+        whose first state list may hold None (SGD's momentum buffers, made from the first
+        gradient) returns the new list instead, stored back under the first key."""
+        loss = None if closure is None else self._call_closure(closure)
+        state = self.state
+        for group in self.param_groups:
+            keys, scalars = step_args(group)
+            params, grads, lists = _C._step_inputs(group["params"], state, keys)
+            if not params:
+                continue
+            if lists is None:
+                for p in params:
+                    self._init_state(p, state[p], group)
+                params, grads, lists = _C._step_inputs(params, state, keys)
+            made = fused_op(params, grads, *lists, *scalars)
+            if made:
+                key = keys[0]
+                for p, value in zip(params, made):
+                    state[p][key] = value
+        return loss
+
     def register_step_pre_hook(self, hook):
         """hook(optimizer, args, kwargs) -> None or (new_args, new_kwargs), before step."""
         handle = _RemovableHandle(self._step_pre_hooks)
@@ -304,9 +331,3 @@ def _check_value(cls_name, ok, what, value):
 
 def _new_step():
     return kiln.zeros((), dtype=kiln.float32)
-
-
-def _params_with_grads(group):
-    """The group's parameters that have a gradient, and those gradients (others are skipped,
-    as in PyTorch), collected in one C++ call."""
-    return _C._params_with_grads(group["params"])

@@ -2,8 +2,7 @@
 
 import kiln
 from kiln import _C
-from kiln.optim.optimizer import (Optimizer, _check_flags, _check_value, _new_step,
-                                  _params_with_grads)
+from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
 
 __all__ = ["RMSprop"]
 
@@ -37,26 +36,22 @@ class RMSprop(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""
-        loss = self._call_closure(closure)
-        state = self.state
-        for group in self.param_groups:
-            params, grads = _params_with_grads(group)
-            if not params:
-                continue
-            momentum, centered = group["momentum"], group["centered"]
-            states = [state[p] for p in params]
-            for p, st in zip(params, states):
-                if not st:
-                    st["step"] = _new_step()
-                    st["square_avg"] = kiln.zeros_like(p)
-                if momentum > 0 and "momentum_buffer" not in st:
-                    st["momentum_buffer"] = kiln.zeros_like(p)
-                if centered and "grad_avg" not in st:
-                    st["grad_avg"] = kiln.zeros_like(p)
-            _C._fused_rmsprop_(
-                params, grads, [s["square_avg"] for s in states],
-                [s["momentum_buffer"] for s in states] if momentum > 0 else [],
-                [s["grad_avg"] for s in states] if centered else [],
-                [s["step"] for s in states], group["lr"], group["alpha"], group["eps"],
-                group["weight_decay"], momentum, centered, group["maximize"])
-        return loss
+        return self._fused_step(closure, _C._fused_rmsprop_, self._step_args)
+
+    @staticmethod
+    def _step_args(group):
+        momentum, centered = group["momentum"], group["centered"]
+        keys = ("square_avg", "momentum_buffer" if momentum > 0 else None,
+                "grad_avg" if centered else None, "step")
+        return keys, (group["lr"], group["alpha"], group["eps"], group["weight_decay"], momentum,
+                      centered, group["maximize"])
+
+    @staticmethod
+    def _init_state(p, st, group):
+        if not st:
+            st["step"] = _new_step()
+            st["square_avg"] = kiln.zeros_like(p)
+        if group["momentum"] > 0 and "momentum_buffer" not in st:
+            st["momentum_buffer"] = kiln.zeros_like(p)
+        if group["centered"] and "grad_avg" not in st:
+            st["grad_avg"] = kiln.zeros_like(p)

@@ -1,7 +1,7 @@
 """Stochastic gradient descent (optionally with momentum / Nesterov momentum)."""
 
 from kiln import _C
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _params_with_grads
+from kiln.optim.optimizer import Optimizer, _check_flags, _check_value
 
 __all__ = ["SGD"]
 
@@ -33,19 +33,15 @@ class SGD(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""
-        loss = self._call_closure(closure)
-        state = self.state
-        for group in self.param_groups:
-            params, grads = _params_with_grads(group)
-            if not params:
-                continue
-            momentum = group["momentum"]
-            bufs = ([state[p].get("momentum_buffer") if p in state else None for p in params]
-                    if momentum != 0 else [])
-            new_bufs = _C._fused_sgd_(params, grads, bufs, group["lr"], momentum,
-                                      group["dampening"], group["weight_decay"],
-                                      group["nesterov"], group["maximize"])
-            if momentum != 0:
-                for p, buf in zip(params, new_bufs):
-                    state[p]["momentum_buffer"] = buf
-        return loss
+        return self._fused_step(closure, _C._fused_sgd_, self._step_args)
+
+    @staticmethod
+    def _step_args(group):
+        keys = ("momentum_buffer" if group["momentum"] != 0 else None,)
+        return keys, (group["lr"], group["momentum"], group["dampening"], group["weight_decay"],
+                      group["nesterov"], group["maximize"])
+
+    @staticmethod
+    def _init_state(p, st, group):
+        # The fused step makes a None buffer from the first gradient.
+        st["momentum_buffer"] = None

@@ -2,11 +2,9 @@
 
 import math
 
-import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
-from kiln.nn.modules.module import Module
-from kiln.nn.parameter import Parameter
+from kiln.nn.modules.module import Module, _register_empty_parameter
 
 
 class Identity(Module):
@@ -26,12 +24,8 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(kiln.empty((out_features, in_features), device=device,
-                                           dtype=dtype))
-        if bias:
-            self.bias = Parameter(kiln.empty((out_features,), device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _register_empty_parameter(self, "weight", (out_features, in_features), True, device, dtype)
+        _register_empty_parameter(self, "bias", (out_features,), bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -59,12 +53,9 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(kiln.empty((out_features, in1_features, in2_features),
-                                           device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(kiln.empty((out_features,), device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _register_empty_parameter(self, "weight", (out_features, in1_features, in2_features), True,
+                                  device, dtype)
+        _register_empty_parameter(self, "bias", (out_features,), bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):

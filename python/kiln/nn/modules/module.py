@@ -5,6 +5,7 @@ from collections import OrderedDict, namedtuple
 
 from kiln._C import Tensor
 from kiln._C import device as _device
+from kiln._C import empty as _empty
 from kiln._C import dtype as _dtype
 from kiln.autograd.grad_mode import no_grad
 from kiln.nn.modules.hooks import HookDict, RemovableHandle
@@ -20,6 +21,13 @@ from kiln.nn.parameter import Parameter
 # write both places. __getattr__ stays as the fallback for values that code
 # put straight into the registry dicts; code that deletes or replaces entries
 # in those dicts directly must use setattr/delattr instead.
+
+def _register_empty_parameter(module, name, shape, present=True, device=None, dtype=None):
+    """Registers an uninitialised Parameter of `shape` under `name` (the layer's
+    reset_parameters fills it), or None when not `present` (a layer built without it)."""
+    param = Parameter(_empty(shape, device=device, dtype=dtype)) if present else None
+    module.register_parameter(name, param)
+
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     __slots__ = ()
@@ -360,21 +368,20 @@ class Module:
 
     def get_parameter(self, target):
         """The Parameter at dotted path `target`."""
-        module_path, _, name = target.rpartition(".")
-        module = self.get_submodule(module_path)
-        if name not in module._parameters:
-            raise AttributeError(f"[Module.get_parameter] {module._get_name()} has no parameter "
-                                 f"`{name}`")
-        return module._parameters[name]
+        return self._get_registered(target, "_parameters", "parameter")
 
     def get_buffer(self, target):
         """The buffer at dotted path `target`."""
+        return self._get_registered(target, "_buffers", "buffer")
+
+    def _get_registered(self, target, registry, kind):
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
-        if name not in module._buffers:
-            raise AttributeError(f"[Module.get_buffer] {module._get_name()} has no buffer "
+        entries = getattr(module, registry)
+        if name not in entries:
+            raise AttributeError(f"[Module.get_{kind}] {module._get_name()} has no {kind} "
                                  f"`{name}`")
-        return module._buffers[name]
+        return entries[name]
 
     def apply(self, fn):
         """Calls fn on every submodule (children first) and on self; returns self."""

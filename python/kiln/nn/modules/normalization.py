@@ -2,17 +2,22 @@
 
 import numbers
 
-import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
-from kiln.nn.modules.module import Module
-from kiln.nn.parameter import Parameter
+from kiln.nn.modules.module import Module, _register_empty_parameter
 
 
-def _shape_tuple(normalized_shape):
+def _init_norm(module, normalized_shape, eps, elementwise_affine, device, dtype):
+    """The attributes and the weight (None without elementwise_affine) LayerNorm and RMSNorm
+    share; reset_parameters fills the weight."""
     if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
-    return tuple(int(s) for s in normalized_shape)
+        module.normalized_shape = (int(normalized_shape),)
+    else:
+        module.normalized_shape = tuple(int(s) for s in normalized_shape)
+    module.eps = eps
+    module.elementwise_affine = elementwise_affine
+    _register_empty_parameter(module, "weight", module.normalized_shape, elementwise_affine,
+                              device, dtype)
 
 
 class LayerNorm(Module):
@@ -21,19 +26,9 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
                  device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = _shape_tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(kiln.empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(kiln.empty(self.normalized_shape, device=device,
-                                                 dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _init_norm(self, normalized_shape, eps, elementwise_affine, device, dtype)
+        _register_empty_parameter(self, "bias", self.normalized_shape, elementwise_affine and bias,
+                                  device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -56,13 +51,7 @@ class RMSNorm(Module):
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
                  dtype=None):
         super().__init__()
-        self.normalized_shape = _shape_tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(kiln.empty(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
+        _init_norm(self, normalized_shape, eps, elementwise_affine, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
