@@ -6,6 +6,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -128,6 +129,8 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
 }  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
+  if (autocast_active() && autocast_policy(op_name(op)) != AutocastPolicy::None)
+    if (auto ac = autocast_args(op_name(op), {x})) return unary(op, (*ac)[0], p);
   Tensor out = unary_compute(op, x, p);
   if (is_floating(out.dtype()) && needs_grad({x})) {
     SavedTensor sx = saves_input(op) ? SavedTensor(x) : SavedTensor();
@@ -140,6 +143,7 @@ Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
 }
 
 const Tensor& unary_(UnaryOp op, const Tensor& self, const UnaryParams& p) {
+  AutocastSuspend in_place;  // only out-of-place ops autocast
   const std::string name = str_cat(op_name(op), "_");
   return apply_inplace(
       self, {}, name.c_str(), [&](const Tensor& s) { return unary(op, s, p); },
