@@ -290,10 +290,12 @@ Tensor hardsigmoid(const Tensor& x) { return div(relu6(add(x, Scalar(3))), Scala
 
 Tensor hardswish(const Tensor& x) { return mul(x, hardsigmoid(x)); }
 
-Tensor mish(const Tensor& x) { return mul(x, tanh(softplus(x))); }
+Tensor mish(const Tensor& x) {
+  AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
+  return mul(x, tanh(softplus(x)));
+}
 
 Tensor glu(const Tensor& x, int64_t dim) {
-  AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
   KILN_CHECK(x.dim() > 0, Runtime,
              "[glu] glu does not support scalars because halving size must be even");
   const int64_t d = wrap_dim(dim, x.dim(), "glu");
