@@ -128,8 +128,21 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
 
 }  // namespace
 
+namespace {
+// Whether the autocast table lists op, looked up once per op rather than per call.
+bool autocasts(UnaryOp op) {
+  static const bool listed[] = {
+#define KILN_UNARY_AUTOCASTS(name, kind, autocast) \
+  autocast_policy(#name) != AutocastPolicy::None,
+      KILN_UNARY_OPS(KILN_UNARY_AUTOCASTS)
+#undef KILN_UNARY_AUTOCASTS
+  };
+  return listed[static_cast<int>(op)];
+}
+}  // namespace
+
 Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
-  if (autocast_active() && autocast_policy(op_name(op)) != AutocastPolicy::None)
+  if (autocast_active() && autocasts(op))
     if (auto ac = autocast_args(op_name(op), {x})) return unary(op, (*ac)[0], p);
   Tensor out = unary_compute(op, x, p);
   if (is_floating(out.dtype()) && needs_grad({x})) {

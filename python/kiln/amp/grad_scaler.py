@@ -36,7 +36,7 @@ class GradScaler:
 
     def __init__(self, device="cuda", init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
-        device = str(device)
+        device = device.type if isinstance(device, kiln.device) else str(device).split(":")[0]
         if device not in ("cuda", "cpu"):
             raise RuntimeError(f"[GradScaler] unsupported device {device!r} (expected 'cuda' or 'cpu')")
         if enabled and device == "cuda" and not kiln.cuda.is_available():
