@@ -15,9 +15,9 @@ namespace kiln {
 namespace {
 
 void check_flag(const Tensor& t, const char* op, const char* name) {
-  KILN_CHECK(t.defined() && t.numel() == 1 && t.dtype() == DType::Float32, Runtime, "[", op,
-             "] ", name, " must be a one-element float32 tensor, got ",
-             t.defined() ? t.sizes() : Shape{}, " ", t.defined() ? t.dtype() : DType::Float32);
+  KILN_CHECK(t.defined() && t.numel() == 1 && t.dtype() == DType::Float32, Runtime, "[", op, "] ",
+             name, " must be a one-element float32 tensor, got ", t.defined() ? t.sizes() : Shape{},
+             " ", t.defined() ? t.dtype() : DType::Float32);
 }
 
 }  // namespace
@@ -41,8 +41,8 @@ void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
     if (!g.defined()) continue;
     KILN_CHECK(is_floating(g.dtype()), Runtime, "[", op, "] gradients must be floating point, got ",
                g.dtype());
-    KILN_CHECK(g.device() == inv_scale.device(), Runtime, "[", op, "] a gradient on ",
-               g.device(), " does not match inv_scale's device ", inv_scale.device());
+    KILN_CHECK(g.device() == inv_scale.device(), Runtime, "[", op, "] a gradient on ", g.device(),
+               " does not match inv_scale's device ", inv_scale.device());
     Tensor bad = logical_not(all(isfinite(g)));
     any_bad = any_bad.defined() ? logical_or(any_bad, bad) : bad;
     mul_(g, factor);

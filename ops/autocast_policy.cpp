@@ -90,7 +90,7 @@ const std::vector<std::pair<std::string, Policy>>& own_entries() {
 
 const std::unordered_map<std::string, Policy>& table() {
   static const std::unordered_map<std::string, Policy> t(own_entries().begin(),
-                                                          own_entries().end());
+                                                         own_entries().end());
   return t;
 }
 
@@ -138,10 +138,14 @@ std::vector<std::pair<std::string, AutocastPolicy>> autocast_policy_table() {
 
 const char* autocast_policy_name(AutocastPolicy p) {
   switch (p) {
-    case Policy::Lower: return "lower_precision_fp";
-    case Policy::Float32: return "fp32";
-    case Policy::Promote: return "promote";
-    case Policy::None: break;
+    case Policy::Lower:
+      return "lower_precision_fp";
+    case Policy::Float32:
+      return "fp32";
+    case Policy::Promote:
+      return "promote";
+    case Policy::None:
+      break;
   }
   return "none";
 }
@@ -160,9 +164,15 @@ std::optional<AutocastArgs> autocast_args(const char* op, const std::vector<Tens
       continue;
     }
     switch (p) {
-      case Policy::Lower: out.push_back(cast(t, autocast_state(t.device().type).dtype)); break;
-      case Policy::Float32: out.push_back(cast(t, DType::Float32)); break;
-      default: out.push_back(cast(t, promoted)); break;
+      case Policy::Lower:
+        out.push_back(cast(t, autocast_state(t.device().type).dtype));
+        break;
+      case Policy::Float32:
+        out.push_back(cast(t, DType::Float32));
+        break;
+      default:
+        out.push_back(cast(t, promoted));
+        break;
     }
   }
   return std::optional<AutocastArgs>(std::in_place, std::move(out));

@@ -63,13 +63,13 @@ void init_amp(py::module_& m) {
       "_autocast_policy",
       [] {
         py::dict d;
-        for (const auto& [name, p] : autocast_policy_table()) d[py::str(name)] = autocast_policy_name(p);
+        for (const auto& [name, p] : autocast_policy_table())
+          d[py::str(name)] = autocast_policy_name(p);
         return d;
       },
       "The autocast policy table: op name -> 'lower_precision_fp' | 'fp32' | 'promote'.");
-  m.def("_amp_foreach_non_finite_check_and_unscale_",
-        &amp_foreach_non_finite_check_and_unscale_, py::arg("grads"), py::arg("found_inf"),
-        py::arg("inv_scale"));
+  m.def("_amp_foreach_non_finite_check_and_unscale_", &amp_foreach_non_finite_check_and_unscale_,
+        py::arg("grads"), py::arg("found_inf"), py::arg("inv_scale"));
   m.def("_amp_update_scale_", &amp_update_scale_, py::arg("scale"), py::arg("growth_tracker"),
         py::arg("found_inf"), py::arg("growth_factor"), py::arg("backoff_factor"),
         py::arg("growth_interval"));

@@ -220,10 +220,11 @@ def test_foreach_unscale_op():
     # The flag accumulates: a later clean call does not reset it.
     kiln._C._amp_foreach_non_finite_check_and_unscale_(grads, found, kiln.tensor(1.0))
     assert found.item() == 1.0
+    op = kiln._C._amp_foreach_non_finite_check_and_unscale_
     with pytest.raises(RuntimeError, match=r"\[_amp_foreach_non_finite_check_and_unscale_\] found_inf"):
-        kiln._C._amp_foreach_non_finite_check_and_unscale_(grads, kiln.zeros(2), kiln.tensor(1.0))
+        op(grads, kiln.zeros(2), kiln.tensor(1.0))
     with pytest.raises(RuntimeError, match=r"\[_amp_foreach_non_finite_check_and_unscale_\] inv_scale"):
-        kiln._C._amp_foreach_non_finite_check_and_unscale_(grads, found, kiln.tensor(1.0).double())
+        op(grads, found, kiln.tensor(1.0).double())
 
 
 def test_update_scale_op():
@@ -251,7 +252,8 @@ def train_mlp(device, dtype, use_scaler, steps=60):
     x = rng.normal(size=(64, 8)).astype(np.float32)
     y = (x[:, 0] + x[:, 1] > 0).astype(np.int64) + 2 * (x[:, 2] > 0)
     x, y = kiln.tensor(x, device=device), kiln.tensor(y, device=device)
-    model = kiln.nn.Sequential(kiln.nn.Linear(8, 32), kiln.nn.ReLU(), kiln.nn.Linear(32, 4)).to(device)
+    nn = kiln.nn
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
     opt = kiln.optim.Adam(model.parameters(), lr=1e-2)
     scaler = kiln.amp.GradScaler(device, enabled=use_scaler)
     losses = []

@@ -117,9 +117,8 @@ def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
             return fwd(*args, **kwargs)
 
         def cast(v):
-            if isinstance(v, kiln.Tensor) and v.is_floating_point() and v.device.type == device_type:
-                return v.to(cast_inputs)
-            return v
+            floating = isinstance(v, kiln.Tensor) and v.is_floating_point()
+            return v.to(cast_inputs) if floating and v.device.type == device_type else v
 
         with autocast(device_type, enabled=False):
             return fwd(*[cast(a) for a in args], **{k: cast(v) for k, v in kwargs.items()})

@@ -38,7 +38,8 @@ class GradScaler:
                  growth_interval=2000, enabled=True):
         device = device.type if isinstance(device, kiln.device) else str(device).split(":")[0]
         if device not in ("cuda", "cpu"):
-            raise RuntimeError(f"[GradScaler] unsupported device {device!r} (expected 'cuda' or 'cpu')")
+            raise RuntimeError(
+                f"[GradScaler] unsupported device {device!r} (expected 'cuda' or 'cpu')")
         if enabled and device == "cuda" and not kiln.cuda.is_available():
             warnings.warn("[GradScaler] is enabled for cuda, but CUDA is not available; disabling",
                           stacklevel=2)
