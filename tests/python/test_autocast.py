@@ -13,9 +13,10 @@ F = kiln.nn.functional
 RNG = np.random.default_rng(0)
 
 
-def maker(M, device, in_dtype, lo_dtype):
+def maker(M, device, in_dtype, lo_dtype, leaves=None):
     """r(*shape, kind=, domain=) builds a random tensor of library M: kind 'in'
-    is the case's input dtype, 'f32' float32, 'lo' the autocast dtype."""
+    is the case's input dtype, 'f32' float32, 'lo' the autocast dtype. With a
+    `leaves` list, the tensors require grad and are appended to it."""
 
     def r(*shape, kind="in", domain="any"):
         a = RNG.uniform(-2.0, 2.0, size=shape)
@@ -26,7 +27,11 @@ def maker(M, device, in_dtype, lo_dtype):
         elif domain == "prob":
             a = RNG.uniform(0.1, 0.9, size=shape)
         dtype = {"in": in_dtype, "f32": M.float32, "lo": lo_dtype}[kind]
-        return M.tensor(a.astype(np.float32), device=device).to(dtype)
+        out = M.tensor(a.astype(np.float32), device=device).to(dtype)
+        if leaves is not None:
+            out.requires_grad_()
+            leaves.append(out)
+        return out
 
     def target(*values):
         return M.tensor(list(values), device=device)
@@ -193,6 +198,23 @@ def test_cuda_output_dtype_matches_torch(name, lo):
     out_k = run_case(kiln, name, "cuda", lo_k, kiln.autocast("cuda", dtype=lo_k))
     out_t = run_case(torch, name, "cuda", lo_t, torch.autocast("cuda", dtype=lo_t))
     assert str(out_k.dtype).split(".")[-1] == str(out_t.dtype).split(".")[-1]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cpu_backward_grads_in_input_dtypes(name):
+    if not kiln_op_exists(name):
+        pytest.skip(f"{name}: the convolution family is not merged yet")
+    policy, case = CASES[name]
+    leaves = []
+    r, t = maker(kiln, "cpu", kiln.float32 if policy == "lower_precision_fp" else kiln.bfloat16,
+                 kiln.bfloat16, leaves)
+    with kiln.autocast("cpu"):
+        out = case(kiln, r, t)
+    out.float().sum().backward()
+    for leaf in leaves:
+        # The casts autocast recorded take each gradient back to its input's dtype.
+        assert leaf.grad is not None and leaf.grad.dtype == leaf.dtype, name
+        assert np.isfinite(leaf.grad.float().numpy()).all(), name
 
 
 def test_cpu_lower_values_match_bfloat16_reference():
