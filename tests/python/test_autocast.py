@@ -443,3 +443,15 @@ def test_cuda_autocast_leaves_cpu_tensors():
         assert kiln.mm(g, g).dtype == kiln.float16
     with kiln.autocast("cuda", dtype=kiln.bfloat16):
         assert kiln.mm(g, g).dtype == kiln.bfloat16
+
+
+def test_cuda_amp_spelling():
+    # torch.cuda.amp.autocast() code runs unchanged (the region itself needs no GPU).
+    with kiln.cuda.amp.autocast():
+        assert kiln.is_autocast_enabled() and kiln.get_autocast_dtype("cuda") == kiln.float16
+        with kiln.cuda.amp.autocast(dtype=kiln.bfloat16):
+            assert kiln.get_autocast_dtype("cuda") == kiln.bfloat16
+        with kiln.cuda.amp.autocast(enabled=False):
+            assert not kiln.is_autocast_enabled()
+    assert not kiln.is_autocast_enabled() and not kiln.is_autocast_enabled("cpu")
+    assert kiln.cuda.amp.GradScaler.__mro__[1] is kiln.amp.GradScaler
