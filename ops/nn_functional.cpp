@@ -148,7 +148,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 }
 
 Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  return softmax(neg(dtype ? to_dtype(x, *dtype) : x), dim);
+  // Passing dtype on keeps an explicit dtype= winning over autocast in the inner softmax.
+  return softmax(neg(dtype ? to_dtype(x, *dtype) : x), dim, dtype);
 }
 
 void check_index_bounds(const Tensor& index, int64_t n, const char* op, const char* what,

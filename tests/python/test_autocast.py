@@ -278,6 +278,8 @@ def test_explicit_dtype_wins():
         assert kiln.cumsum(x, 0, dtype=kiln.bfloat16).dtype == kiln.bfloat16
         assert F.softmax(x, -1, dtype=kiln.bfloat16).dtype == kiln.bfloat16
         assert F.log_softmax(x, -1, dtype=kiln.float64).dtype == kiln.float64
+        assert F.softmin(x, -1, dtype=kiln.bfloat16).dtype == kiln.bfloat16
+        assert F.softmin(x, -1).dtype == kiln.float32  # through softmax, as in PyTorch
         assert kiln.sum(x).dtype == kiln.float32
 
 
