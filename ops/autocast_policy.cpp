@@ -12,10 +12,11 @@ namespace {
 
 using Policy = AutocastPolicy;
 
-// The one autocast table. It follows PyTorch's CUDA lists and kiln applies it
-// on every device (CPU autocast included), so a model gets the same dtypes on
-// the CPU as on the GPU. (ops/op_table.h's autocast column predates this table
-// and is not read.) Ops that take dtype= skip autocast when it is given.
+// The one autocast table, following PyTorch's CUDA lists. kiln applies it on
+// every device (CPU autocast included), so a model gets the same dtypes on the
+// CPU as on the GPU. Elementwise ops carry their policy in ops/op_table.h, next
+// to their definition; table() merges them with the ops listed here. Ops that
+// take dtype= skip autocast when it is given.
 const std::vector<std::pair<std::string, Policy>>& own_entries() {
   static const std::vector<std::pair<std::string, Policy>> entries = {
       // Lower precision: the GEMM-bound ops.
@@ -35,21 +36,6 @@ const std::vector<std::pair<std::string, Policy>>& own_entries() {
       {"conv_transpose2d", Policy::Lower},
       {"conv_transpose3d", Policy::Lower},
       // Float32: reductions, normalizations, losses and range-hungry math.
-      {"exp", Policy::Float32},
-      {"log", Policy::Float32},
-      {"log2", Policy::Float32},
-      {"log10", Policy::Float32},
-      {"log1p", Policy::Float32},
-      {"expm1", Policy::Float32},
-      {"rsqrt", Policy::Float32},
-      {"reciprocal", Policy::Float32},
-      {"tan", Policy::Float32},
-      {"asin", Policy::Float32},
-      {"acos", Policy::Float32},
-      {"sinh", Policy::Float32},
-      {"cosh", Policy::Float32},
-      {"softplus", Policy::Float32},
-      {"pow", Policy::Float32},
       {"softmax", Policy::Float32},
       {"log_softmax", Policy::Float32},
       {"cross_entropy", Policy::Float32},
@@ -83,14 +69,20 @@ const std::vector<std::pair<std::string, Policy>>& own_entries() {
       {"addcdiv", Policy::Promote},
       {"dot", Policy::Promote},
       {"scatter_add", Policy::Promote},
-      {"atan2", Policy::Promote},
   };
   return entries;
 }
 
 const std::unordered_map<std::string, Policy>& table() {
-  static const std::unordered_map<std::string, Policy> t(own_entries().begin(),
-                                                         own_entries().end());
+  static const std::unordered_map<std::string, Policy> t = [] {
+    std::unordered_map<std::string, Policy> m(own_entries().begin(), own_entries().end());
+#define KILN_AUTOCAST_ENTRY(name, kind, autocast) \
+  if (Policy::autocast != Policy::None) m.emplace(#name, Policy::autocast);
+    KILN_UNARY_OPS(KILN_AUTOCAST_ENTRY)
+    KILN_BINARY_OPS(KILN_AUTOCAST_ENTRY)
+#undef KILN_AUTOCAST_ENTRY
+    return m;
+  }();
   return t;
 }
 

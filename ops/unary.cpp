@@ -129,11 +129,10 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
 }  // namespace
 
 namespace {
-// Whether the autocast table lists op, looked up once per op rather than per call.
+// Whether op's autocast column in ops/op_table.h names a policy.
 bool autocasts(UnaryOp op) {
-  static const bool listed[] = {
-#define KILN_UNARY_AUTOCASTS(name, kind, autocast) \
-  autocast_policy(#name) != AutocastPolicy::None,
+  static constexpr bool listed[] = {
+#define KILN_UNARY_AUTOCASTS(name, kind, autocast) AutocastPolicy::autocast != AutocastPolicy::None,
       KILN_UNARY_OPS(KILN_UNARY_AUTOCASTS)
 #undef KILN_UNARY_AUTOCASTS
   };
