@@ -200,6 +200,16 @@ def test_bfloat16_autocast_passes_through_and_warns_once():
         scaler.scale(loss)
 
 
+def test_created_inside_bfloat16_region_passes_through():
+    with kiln.autocast("cpu"):
+        with pytest.warns(UserWarning, match=r"\[GradScaler\] bfloat16"):
+            scaler = kiln.amp.GradScaler("cpu")
+    loss = kiln.tensor(2.0)
+    assert scaler.scale(loss) is loss and scaler.get_scale() == 1.0
+    # A scaler created after bfloat16 regions (earlier in the program) still scales.
+    assert kiln.amp.GradScaler("cpu", init_scale=4.0).scale(loss).item() == 8.0
+
+
 def test_float16_autocast_still_scales():
     model, opt, scaler, x = setup(init_scale=16.0)
     with kiln.autocast("cpu", dtype=kiln.float16):
