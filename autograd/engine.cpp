@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/error.h"
@@ -109,6 +110,8 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
   std::vector<Tensor> captured(capture.size());
 
   GradModeGuard grad_mode(create_graph);
+  // Backward runs in the dtypes the forward recorded, even inside an autocast region.
+  AutocastSuspend no_autocast;
   std::priority_queue<Node*, std::vector<Node*>, CompareSeq> ready;
   for (size_t i = 0; i < roots.size(); ++i) {
     NodeState& s = state[roots[i].fn.get()];

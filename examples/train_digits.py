@@ -71,6 +71,9 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--device", default=best_device())
+    parser.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off",
+                        help="mixed precision: bfloat16 autocast, or float16 autocast with a "
+                             "GradScaler")
     parser.add_argument("--out", default="out", help="folder for the checkpoint and the plot")
     args = parser.parse_args()
 
@@ -83,8 +86,12 @@ def main():
     model = make_model(args.hidden).to(device)
     optimizer = kiln.optim.Adam(model.parameters(), lr=args.lr)
     scheduler = kiln.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
+    amp_dtype = {"off": None, "bf16": kiln.bfloat16, "fp16": kiln.float16}[args.amp]
+    # float16 needs loss scaling so small gradients do not flush to zero; bfloat16 does not.
+    scaler = kiln.amp.GradScaler(device.type, enabled=args.amp == "fp16")
 
-    print(f"training a 64-{args.hidden}-10 MLP on {len(train_set)} digits on {device}")
+    print(f"training a 64-{args.hidden}-10 MLP on {len(train_set)} digits on {device}"
+          + ("" if amp_dtype is None else f" with {args.amp} autocast"))
     start = time.perf_counter()
     epochs = range(args.epochs)
     bar = tqdm(epochs, unit="epoch") if tqdm else None
@@ -95,9 +102,11 @@ def main():
         for x, y in loader:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
+            with kiln.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = F.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
             total += loss.detach()
         scheduler.step()
         losses.append(total.item() / len(loader))
@@ -114,7 +123,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     checkpoint = os.path.join(args.out, "digits_mlp.safetensors")
     kiln.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-               "epochs": args.epochs, "test_accuracy": accuracy}, checkpoint)
+               "scaler": scaler.state_dict(), "epochs": args.epochs,
+               "test_accuracy": accuracy}, checkpoint)
     restored = make_model(args.hidden)
     restored.load_state_dict(kiln.load(checkpoint, map_location="cpu")["model"])
     same = bool((predict(restored, test_set, "cpu") == predictions).all().item())

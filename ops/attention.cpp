@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/creation.h"
 #include "ops/dropout.h"
@@ -32,6 +33,10 @@ Tensor repeat_heads(const Tensor& t, int64_t groups) {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const std::optional<Tensor>& attn_mask, double dropout_p,
                                     bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  if (auto ac = autocast_args("scaled_dot_product_attention",
+                                {query, key, value, opt_arg(attn_mask)}))
+    return scaled_dot_product_attention((*ac)[0], (*ac)[1], (*ac)[2], ac->opt(3), dropout_p,
+                                        is_causal, scale, enable_gqa);
   const char* op = "scaled_dot_product_attention";
   KILN_CHECK(query.dim() >= 2 && key.dim() >= 2 && value.dim() >= 2, Runtime, "[", op,
              "] query, key and value must have at least 2 dims, got ", query.sizes(), ", ",

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/promotion.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -88,6 +89,8 @@ Grads binary_backward(BinaryOp op, const Tensor& g, const Tensor& a, const Tenso
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (op == BinaryOp::pow)
+    if (auto ac = autocast_args("pow", {a, b})) return binary(op, (*ac)[0], (*ac)[1]);
   Tensor out = binary_compute(op, a, b);
   if (is_floating(out.dtype()) && needs_grad({a, b})) {
     SavedTensor sa, sb, sy;
@@ -104,6 +107,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
+  AutocastSuspend in_place;  // only out-of-place ops autocast
   const std::string name = str_cat(op_name(op), "_");
   return apply_inplace(
       self, {other}, name.c_str(), [&](const Tensor& s) { return binary(op, s, other); },
@@ -144,7 +148,11 @@ const Tensor& sub_(const Tensor& self, const Tensor& other, Scalar alpha) {
 }
 
 Tensor rsub(const Tensor& a, Scalar b) { return sub(wrapped_scalar(b), a); }
-Tensor rdiv(const Tensor& a, Scalar b) { return div(wrapped_scalar(b), a); }
+Tensor rdiv(const Tensor& a, Scalar b) {
+  if (auto ac = autocast_args("rdiv", {a})) return rdiv((*ac)[0], b);
+  return div(wrapped_scalar(b), a);
+}
+// Autocasts through pow.
 Tensor rpow(const Tensor& a, Scalar b) { return pow(wrapped_scalar(b), a); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -180,10 +188,14 @@ const Tensor& lerp_(const Tensor& self, const Tensor& end, const Tensor& weight)
 }
 
 Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value) {
+  if (auto ac = autocast_args("addcmul", {input, t1, t2}))
+    return addcmul((*ac)[0], (*ac)[1], (*ac)[2], value);
   return add(input, mul(t1, t2), value);
 }
 
 Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value) {
+  if (auto ac = autocast_args("addcdiv", {input, t1, t2}))
+    return addcdiv((*ac)[0], (*ac)[1], (*ac)[2], value);
   KILN_CHECK(is_floating(t1.dtype()) || is_floating(t2.dtype()), Runtime,
              "[addcdiv] Integer division with addcdiv is no longer supported, got tensor1 of "
              "dtype ", t1.dtype(), " and tensor2 of dtype ", t2.dtype());

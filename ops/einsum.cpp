@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -102,6 +103,7 @@ Term contract(const Term& a, const Term& b, const std::string& keep) {
 }  // namespace
 
 Tensor einsum(const std::string& raw_equation, const std::vector<Tensor>& operands) {
+  if (auto ac = autocast_args("einsum", operands)) return einsum(raw_equation, ac->all());
   std::string equation;
   for (char c : raw_equation)
     if (!std::isspace(static_cast<unsigned char>(c))) equation += c;

@@ -8,6 +8,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -367,6 +368,8 @@ Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
 
 Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
                  bool accumulate) {
+  if (auto ac = autocast_args("index_put", {self, values}))
+    return index_put((*ac)[0], indices, (*ac)[1], accumulate);
   check_same_dtype(self, values, "index_put");
   Tensor out = detached_clone(self);
   put_at(out, index_offsets(out, indices, "index_put"), values,
@@ -439,6 +442,8 @@ const Tensor& scatter_(const Tensor& self, int64_t dim, const Tensor& index, Sca
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (auto ac = autocast_args("scatter_add", {self, src}))
+    return scatter_add((*ac)[0], dim, index, (*ac)[1]);
   return scatter_impl(self, dim, index, &src, Scalar(), PutOp::Add, "scatter_add");
 }
 

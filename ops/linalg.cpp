@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/promotion.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -36,6 +37,7 @@ Tensor gemm_ready(const Tensor& t) {
 }  // namespace
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_args("bmm", {a, b})) return bmm((*ac)[0], (*ac)[1]);
   KILN_CHECK(a.dim() == 3 && b.dim() == 3, Runtime, "[bmm] batch1 and batch2 must be 3-D tensors, "
              "got shapes ", a.sizes(), " and ", b.sizes());
   KILN_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), Runtime,
@@ -61,6 +63,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_args("mm", {a, b})) return mm((*ac)[0], (*ac)[1]);
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, Runtime, "[mm] expected 2-D tensors, got shapes ",
              a.sizes(), " and ", b.sizes());
   KILN_CHECK(a.size(1) == b.size(0), Runtime, "[mm] mat1 and mat2 shapes cannot be multiplied (",
@@ -69,6 +72,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_args("matmul", {a, b})) return matmul((*ac)[0], (*ac)[1]);
   KILN_CHECK(a.dim() > 0 && b.dim() > 0, Runtime,
              "[matmul] both arguments to matmul need to be at least 1D, but they are ", a.dim(),
              "D and ", b.dim(), "D");
@@ -95,6 +99,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_args("dot", {a, b})) return dot((*ac)[0], (*ac)[1]);
   KILN_CHECK(a.dim() == 1 && b.dim() == 1, Runtime,
              "[dot] 1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
   KILN_CHECK(a.size(0) == b.size(0), Runtime, "[dot] inconsistent tensor size, expected tensor [",
@@ -103,6 +108,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mv(const Tensor& a, const Tensor& v) {
+  if (auto ac = autocast_args("mv", {a, v})) return mv((*ac)[0], (*ac)[1]);
   KILN_CHECK(a.dim() == 2 && v.dim() == 1, Runtime, "[mv] expected a matrix and a vector, got ",
              a.sizes(), " and ", v.sizes());
   KILN_CHECK(a.size(1) == v.size(0), Runtime, "[mv] size mismatch, got input (", a.size(0), "x",
@@ -117,6 +123,8 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta, Scalar alpha) {
+  if (auto ac = autocast_args("addmm", {input, m1, m2}))
+    return addmm((*ac)[0], (*ac)[1], (*ac)[2], beta, alpha);
   Tensor prod = mm(m1, m2);
   KILN_CHECK(broadcast_shapes(input.sizes(), prod.sizes(), "addmm") == prod.sizes(), Runtime,
              "[addmm] input of shape ", input.sizes(), " cannot be broadcast to the product shape ",

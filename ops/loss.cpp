@@ -6,6 +6,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -196,6 +197,8 @@ Reduction parse_reduction(const std::string& reduction, const char* op) {
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                 int64_t ignore_index, const std::string& reduction) {
+  if (auto ac = autocast_args("nll_loss", {input, target, opt_arg(weight)}))
+    return nll_loss((*ac)[0], (*ac)[1], ac->opt(2), ignore_index, reduction);
   Reduction red = parse_reduction(reduction, "nll_loss");
   NllTerms terms = nll_terms(input, target, weight, ignore_index, "nll_loss");
   if (red == Reduction::None) return reshape(terms.loss, target.sizes());
@@ -205,6 +208,9 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<T
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  if (auto ac = autocast_args("cross_entropy", {input, target, opt_arg(weight)}))
+    return cross_entropy((*ac)[0], (*ac)[1], ac->opt(2), ignore_index, reduction,
+                         label_smoothing);
   Reduction red = parse_reduction(reduction, "cross_entropy");
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, Runtime,
              "[cross_entropy] label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
@@ -272,6 +278,8 @@ Tensor reduce_weighted(const Tensor& loss, const Tensor& input, const std::optio
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                 const std::optional<Tensor>& weight) {
+  if (auto ac = autocast_args("mse_loss", {input, target, opt_arg(weight)}))
+    return mse_loss((*ac)[0], (*ac)[1], reduction, ac->opt(2));
   Reduction red = parse_reduction(reduction, "mse_loss");
   Tensor diff = sub(input, target);
   return reduce_weighted(mul(diff, diff), input, weight, red, "mse_loss");
@@ -279,12 +287,16 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                const std::optional<Tensor>& weight) {
+  if (auto ac = autocast_args("l1_loss", {input, target, opt_arg(weight)}))
+    return l1_loss((*ac)[0], (*ac)[1], reduction, ac->opt(2));
   Reduction red = parse_reduction(reduction, "l1_loss");
   return reduce_weighted(abs(sub(input, target)), input, weight, red, "l1_loss");
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                       double beta) {
+  if (auto ac = autocast_args("smooth_l1_loss", {input, target}))
+    return smooth_l1_loss((*ac)[0], (*ac)[1], reduction, beta);
   Reduction red = parse_reduction(reduction, "smooth_l1_loss");
   KILN_CHECK(beta >= 0, Runtime,
              "[smooth_l1_loss] smooth_l1_loss does not support negative values for beta, got ",
@@ -297,6 +309,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                   double delta, const std::optional<Tensor>& weight) {
+  if (auto ac = autocast_args("huber_loss", {input, target, opt_arg(weight)}))
+    return huber_loss((*ac)[0], (*ac)[1], reduction, delta, ac->opt(2));
   Reduction red = parse_reduction(reduction, "huber_loss");
   KILN_CHECK(delta > 0, Runtime,
              "[huber_loss] huber_loss does not support non-positive values for delta, got ", delta);
@@ -313,6 +327,8 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& 
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction,
               bool log_target) {
+  if (auto ac = autocast_args("kl_div", {input, target}))
+    return kl_div((*ac)[0], (*ac)[1], reduction, log_target);
   const bool batchmean = reduction == "batchmean";
   Reduction red = batchmean ? Reduction::Sum : parse_reduction(reduction, "kl_div");
   Tensor loss;
@@ -330,6 +346,8 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const std::optional<Tensor>& weight, const std::string& reduction) {
+  if (auto ac = autocast_args("binary_cross_entropy", {input, target, opt_arg(weight)}))
+    return binary_cross_entropy((*ac)[0], (*ac)[1], ac->opt(2), reduction);
   Reduction red = parse_reduction(reduction, "binary_cross_entropy");
   KILN_CHECK(input.sizes() == target.sizes(), Value, "[binary_cross_entropy] Using a target size ",
              target.sizes(), " that is different to the input size ", input.sizes(),
@@ -378,6 +396,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         const std::optional<Tensor>& weight,
                                         const std::string& reduction,
                                         const std::optional<Tensor>& pos_weight) {
+  if (auto ac = autocast_args("binary_cross_entropy_with_logits",
+                                {input, target, opt_arg(weight), opt_arg(pos_weight)}))
+    return binary_cross_entropy_with_logits((*ac)[0], (*ac)[1], ac->opt(2), reduction, ac->opt(3));
   Reduction red = parse_reduction(reduction, "binary_cross_entropy_with_logits");
   KILN_CHECK(input.sizes() == target.sizes(), Value,
              "[binary_cross_entropy_with_logits] Target size ", target.sizes(),

@@ -5,6 +5,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -135,15 +136,20 @@ Tensor row_scatter_add_compute(const Tensor& src, const Tensor& index, int64_t r
 int64_t implicit_softmax_dim(int64_t ndim) { return ndim == 0 || ndim == 1 || ndim == 3 ? 0 : 1; }
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  if (!dtype)
+    if (auto ac = autocast_args("softmax", {x})) return softmax((*ac)[0], dim);
   return softmax_impl(x, dim, dtype, false);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  if (!dtype)
+    if (auto ac = autocast_args("log_softmax", {x})) return log_softmax((*ac)[0], dim);
   return softmax_impl(x, dim, dtype, true);
 }
 
 Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  return softmax(neg(dtype ? to_dtype(x, *dtype) : x), dim);
+  // Passing dtype on keeps an explicit dtype= winning over autocast in the inner softmax.
+  return softmax(neg(dtype ? to_dtype(x, *dtype) : x), dim, dtype);
 }
 
 void check_index_bounds(const Tensor& index, int64_t n, const char* op, const char* what,
@@ -178,6 +184,8 @@ Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  if (auto ac = autocast_args("linear", {input, weight, opt_arg(bias)}))
+    return linear((*ac)[0], (*ac)[1], ac->opt(2));
   KILN_CHECK(weight.dim() == 1 || weight.dim() == 2, Runtime,
              "[linear] weight must be 1-D or 2-D [out_features, in_features], got shape ",
              weight.sizes());
@@ -254,6 +262,7 @@ Tensor one_hot(const Tensor& input, int64_t num_classes) {
 }
 
 Tensor logsigmoid(const Tensor& x) {
+  AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
   Tensor out;
   {
     GradModeGuard no_grad(false);
@@ -282,7 +291,10 @@ Tensor hardsigmoid(const Tensor& x) { return div(relu6(add(x, Scalar(3))), Scala
 
 Tensor hardswish(const Tensor& x) { return mul(x, hardsigmoid(x)); }
 
-Tensor mish(const Tensor& x) { return mul(x, tanh(softplus(x))); }
+Tensor mish(const Tensor& x) {
+  AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
+  return mul(x, tanh(softplus(x)));
+}
 
 Tensor glu(const Tensor& x, int64_t dim) {
   KILN_CHECK(x.dim() > 0, Runtime,

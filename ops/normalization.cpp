@@ -8,6 +8,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -160,6 +161,8 @@ Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims, c
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps) {
+  if (auto ac = autocast_args("layer_norm", {input, opt_arg(weight), opt_arg(bias)}))
+    return layer_norm((*ac)[0], normalized_shape, ac->opt(1), ac->opt(2), eps);
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, bias, "layer_norm");
   if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
       fused_operand(weight, input) && fused_operand(bias, input))
@@ -177,6 +180,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
 
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
                 const std::optional<Tensor>& weight, std::optional<double> eps) {
+  if (auto ac = autocast_args("rms_norm", {input, opt_arg(weight)}))
+    return rms_norm((*ac)[0], normalized_shape, ac->opt(1), eps);
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
   const double e = eps ? *eps : machine_epsilon(input.dtype());
   if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
@@ -188,6 +193,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
 }
 
 Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
+  if (auto ac = autocast_args("normalize", {input})) return normalize((*ac)[0], p, dim, eps);
   KILN_CHECK(p > 0 && std::isfinite(p), NotImplemented,
              "[normalize] only finite p > 0 is supported, got p=", p);
   KILN_CHECK(is_floating(input.dtype()), Runtime,
@@ -199,6 +205,8 @@ Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  if (auto ac = autocast_args("cosine_similarity", {x1, x2}))
+    return cosine_similarity((*ac)[0], (*ac)[1], dim, eps);
   KILN_CHECK(is_floating(x1.dtype()) && is_floating(x2.dtype()), Runtime,
              "[cosine_similarity] expected floating-point inputs, got ", x1.dtype(), " and ",
              x2.dtype());

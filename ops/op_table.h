@@ -14,8 +14,10 @@ namespace kiln {
 //   Bool:  output is bool (isnan)
 enum class UnaryKind : int8_t { Float, Same, Bool };
 
-// Autocast policy (capability 6 reads this): which dtype a CUDA op runs in
-// under autocast. Lower: fp16/bf16; Float32: always fp32; Promote: widest input.
+// Autocast policy, following PyTorch's CUDA lists (ops/autocast_policy.cpp
+// merges this column into the one autocast table). Lower: fp16/bf16; Float32:
+// always fp32; Promote: widest input. Binary ops compute in the widest input
+// dtype anyway (result_type), so only those PyTorch lists carry a policy.
 enum class AutocastPolicy : int8_t { Lower, Float32, Promote, None };
 
 // _(name, kind, autocast). Simple ops take only the input; parametric ones
@@ -25,7 +27,7 @@ enum class AutocastPolicy : int8_t { Lower, Float32, Promote, None };
   _(abs, Same, None)                   \
   _(sign, Same, None)                  \
   _(exp, Float, Float32)               \
-  _(exp2, Float, Float32)              \
+  _(exp2, Float, None)                 \
   _(log, Float, Float32)               \
   _(log2, Float, Float32)              \
   _(log10, Float, Float32)             \
@@ -39,7 +41,7 @@ enum class AutocastPolicy : int8_t { Lower, Float32, Promote, None };
   _(tan, Float, Float32)               \
   _(tanh, Float, None)                 \
   _(sigmoid, Float, None)              \
-  _(erf, Float, Float32)               \
+  _(erf, Float, None)                  \
   _(square, Same, None)                \
   _(asin, Float, Float32)              \
   _(acos, Float, Float32)              \
@@ -95,23 +97,23 @@ enum class BinaryKind : int8_t { Promote, Float, Compare, Integral };
 
 // _(name, kind, autocast)
 #define KILN_BINARY_OPS(_)               \
-  _(add, Promote, Promote)               \
-  _(sub, Promote, Promote)               \
-  _(mul, Promote, Promote)               \
-  _(div, Float, Promote)                 \
-  _(floor_divide, Promote, Promote)      \
-  _(remainder, Promote, Promote)         \
-  _(fmod, Promote, Promote)              \
+  _(add, Promote, None)                  \
+  _(sub, Promote, None)                  \
+  _(mul, Promote, None)                  \
+  _(div, Float, None)                    \
+  _(floor_divide, Promote, None)         \
+  _(remainder, Promote, None)            \
+  _(fmod, Promote, None)                 \
   _(pow, Promote, Float32)               \
-  _(maximum, Promote, Promote)           \
-  _(minimum, Promote, Promote)           \
-  _(atan2, Float, Float32)               \
-  _(eq, Compare, Promote)                \
-  _(ne, Compare, Promote)                \
-  _(lt, Compare, Promote)                \
-  _(le, Compare, Promote)                \
-  _(gt, Compare, Promote)                \
-  _(ge, Compare, Promote)                \
+  _(maximum, Promote, None)              \
+  _(minimum, Promote, None)              \
+  _(atan2, Float, Promote)               \
+  _(eq, Compare, None)                   \
+  _(ne, Compare, None)                   \
+  _(lt, Compare, None)                   \
+  _(le, Compare, None)                   \
+  _(gt, Compare, None)                   \
+  _(ge, Compare, None)                   \
   _(logical_and, Compare, None)          \
   _(logical_or, Compare, None)           \
   _(logical_xor, Compare, None)          \

@@ -9,6 +9,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -184,6 +185,8 @@ Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, boo
 }
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  if (auto ac = autocast_args("sum", {x}, dtype.has_value()))
+    return sum((*ac)[0], dims, keepdim, dtype);
   DType dt = accumulate_dtype(x, dtype);
   Tensor out = reduce_compute(ReduceOp::Sum, x, dims, keepdim, dt, "sum");
   if (is_floating(dt) && needs_grad({x})) {
@@ -208,6 +211,8 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
 }
 
 Tensor prod(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  if (auto ac = autocast_args("prod", {x}, dtype.has_value()))
+    return prod((*ac)[0], dims, keepdim, dtype);
   DType dt = accumulate_dtype(x, dtype);
   Tensor out = reduce_compute(ReduceOp::Prod, x, dims, keepdim, dt, "prod");
   if (is_floating(dt) && needs_grad({x})) {
@@ -277,6 +282,7 @@ Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
+  AutocastSuspend keep_dtype;  // a shape helper, not an op: no float32 sums
   if (x.sizes() == shape) return x;
   const int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
   KILN_CHECK(lead >= 0, Runtime, "[sum_to] cannot sum shape ", x.sizes(), " to ", shape);

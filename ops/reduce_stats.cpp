@@ -9,6 +9,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -34,6 +35,7 @@ void check_floating(const Tensor& x, const char* name) {
 // Returns the mean (kept dims) and writes var with `correction` to *var_out.
 Tensor centred_stats(const Tensor& x, const DimList& dims, double correction, bool keepdim,
                      const char* name, Tensor* var_out) {
+  AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
   check_floating(x, name);
   std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), name);
   int64_t count = 1;
@@ -107,6 +109,8 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& x, const DimList& dims, double 
 
 Tensor vector_norm(const Tensor& x, double ord, const DimList& dims, bool keepdim,
                    std::optional<DType> dtype, const char* name) {
+  if (auto ac = autocast_args("norm", {x}, dtype.has_value()))
+    return vector_norm((*ac)[0], ord, dims, keepdim, dtype, name);
   KILN_CHECK(is_floating(x.dtype()), Runtime, "[", name,
              "] Expected a floating point tensor as input, got ", x.dtype());
   KILN_CHECK(!std::isnan(ord), Runtime, "[", name, "] ord must not be NaN");
@@ -138,11 +142,13 @@ Tensor vector_norm(const Tensor& x, double ord, const DimList& dims, bool keepdi
 }
 
 Tensor nansum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
   if (!is_floating(x.dtype())) return sum(x, dims, keepdim, dtype);
   return sum(where(isnan(x), constant(0.0, x), x), dims, keepdim, dtype);
 }
 
 Tensor nanmean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
   DType dt = dtype ? *dtype : x.dtype();
   KILN_CHECK(is_floating(dt), Runtime,
              "[nanmean] nanmean(): expected input to have floating point dtype but got ", dt);
@@ -156,6 +162,7 @@ Tensor count_nonzero(const Tensor& x, const DimList& dims) {
 }
 
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
+  if (auto ac = autocast_args("logsumexp", {x})) return logsumexp((*ac)[0], dims, keepdim);
   Tensor xf = is_floating(x.dtype()) ? x : to_dtype(x, DType::Float32);
   std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "logsumexp");
   if (xf.numel() == 0) return log(sum(exp(xf), wrapped, keepdim));

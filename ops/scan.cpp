@@ -2,6 +2,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -68,6 +69,8 @@ DType scan_dtype(const Tensor& x, std::optional<DType> dtype) {
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  if (auto ac = autocast_args("cumsum", {x}, dtype.has_value()))
+    return cumsum((*ac)[0], dim, dtype);
   const int64_t d = wrap_dim(dim, x.dim(), "cumsum");
   DType dt = scan_dtype(x, dtype);
   Tensor out = scan_compute(ReduceOp::Sum, x, d, dt, "cumsum");
@@ -80,6 +83,8 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 }
 
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  if (auto ac = autocast_args("cumprod", {x}, dtype.has_value()))
+    return cumprod((*ac)[0], dim, dtype);
   const int64_t d = wrap_dim(dim, x.dim(), "cumprod");
   DType dt = scan_dtype(x, dtype);
   Tensor out = scan_compute(ReduceOp::Prod, x, d, dt, "cumprod");

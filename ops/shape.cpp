@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -42,6 +43,7 @@ bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (auto ac = autocast_args("cat", tensors)) return cat(ac->all(), dim);
   KILN_CHECK(!tensors.empty(), Value, "[cat] expected a non-empty list of Tensors");
   DType dtype = list_dtype(tensors, "cat");
   const Tensor* ref = nullptr;
@@ -97,6 +99,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (auto ac = autocast_args("stack", tensors)) return stack(ac->all(), dim);
   KILN_CHECK(!tensors.empty(), Runtime, "[stack] stack expects a non-empty TensorList");
   DType dtype = list_dtype(tensors, "stack");
   const Shape& shape = tensors[0].sizes();

@@ -6,6 +6,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -127,7 +128,21 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
 
 }  // namespace
 
+namespace {
+// Whether op's autocast column in ops/op_table.h names a policy.
+bool autocasts(UnaryOp op) {
+  static constexpr bool listed[] = {
+#define KILN_UNARY_AUTOCASTS(name, kind, autocast) AutocastPolicy::autocast != AutocastPolicy::None,
+      KILN_UNARY_OPS(KILN_UNARY_AUTOCASTS)
+#undef KILN_UNARY_AUTOCASTS
+  };
+  return listed[static_cast<int>(op)];
+}
+}  // namespace
+
 Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
+  if (autocast_active() && autocasts(op))
+    if (auto ac = autocast_args(op_name(op), {x})) return unary(op, (*ac)[0], p);
   Tensor out = unary_compute(op, x, p);
   if (is_floating(out.dtype()) && needs_grad({x})) {
     SavedTensor sx = saves_input(op) ? SavedTensor(x) : SavedTensor();
@@ -140,6 +155,7 @@ Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
 }
 
 const Tensor& unary_(UnaryOp op, const Tensor& self, const UnaryParams& p) {
+  AutocastSuspend in_place;  // only out-of-place ops autocast
   const std::string name = str_cat(op_name(op), "_");
   return apply_inplace(
       self, {}, name.c_str(), [&](const Tensor& s) { return unary(op, s, p); },

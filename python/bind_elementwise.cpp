@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/promotion.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -224,7 +225,11 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   def_operator(cls, "__rmul__", [](const Tensor& a, const Tensor& b) { return mul(b, a); });
   def_operator(cls, "__imul__", [](const Tensor& a, const Tensor& b) { return mul_(a, b); });
   def_operator(cls, "__truediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); });
-  def_operator(cls, "__rtruediv__", [](const Tensor& a, const Tensor& b) { return div(b, a); });
+  def_operator(cls, "__rtruediv__", [](const Tensor& a, const Tensor& b) {
+    // number / tensor is in autocast's float32 list (as rdiv); tensor / tensor is not.
+    if (auto ac = autocast_args("rdiv", {a})) return div(b, (*ac)[0]);
+    return div(b, a);
+  });
   def_operator(cls, "__itruediv__", [](const Tensor& a, const Tensor& b) { return div_(a, b); });
   def_operator(cls, "__floordiv__", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); });
   def_operator(cls, "__rfloordiv__", [](const Tensor& a, const Tensor& b) { return floor_divide(b, a); });

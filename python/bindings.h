@@ -29,5 +29,6 @@ void init_autograd(pybind11::module_& m, TensorClass& cls);
 void init_cuda(pybind11::module_& m);
 void init_flags(pybind11::module_& m);
 void init_optim(pybind11::module_& m);
+void init_amp(pybind11::module_& m);
 
 }  // namespace kiln::python

@@ -24,6 +24,13 @@ from kiln.random import (  # noqa: F401
     seed,
 )
 from kiln import autograd, backends, cuda, nn, optim, utils  # noqa: F401
+from kiln import amp  # noqa: F401
+from kiln.amp.autocast_mode import (  # noqa: F401
+    autocast,
+    get_autocast_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_enabled,
+)
 from kiln.serialization import load, save  # noqa: F401
 
 OutOfMemoryError = _C.OutOfMemoryError

@@ -6,7 +6,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import kiln
+from helpers import requires_gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
@@ -35,3 +38,20 @@ def test_digits_example_reaches_accuracy_and_reloads_its_checkpoint(tmp_path):
     state = kiln.load(str(tmp_path / "digits_mlp.safetensors"))
     assert set(state["model"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
     assert state["epochs"] == 30 and state["optimizer"]["param_groups"][0]["lr"] >= 0
+
+
+# On the GPU, where mixed precision pays; on the CPU the half-precision GEMMs are slower than
+# float32 and the run would take most of a CI minute.
+@requires_gpu
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_digits_example_mixed_precision_reaches_fp32_accuracy(tmp_path, amp):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_digits.py"),
+                          "--out", str(tmp_path), "--amp", amp], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"with {amp} autocast" in out.stdout
+    accuracy = float(re.search(r"test accuracy: ([0-9.]+)", out.stdout).group(1))
+    assert accuracy >= 0.97
+    scaler_state = kiln.load(str(tmp_path / "digits_mlp.safetensors"))["scaler"]
+    assert (scaler_state["scale"] > 0) if amp == "fp16" else scaler_state == {}

@@ -20,6 +20,7 @@ from kiln.cuda.memory import (  # noqa: F401
 )
 from kiln.cuda.streams import Event, Stream  # noqa: F401
 from kiln.cuda._utils import _device_index, _runtime
+from kiln.cuda import amp  # noqa: F401  (torch.cuda.amp spelling)
 
 OutOfMemoryError = _C.OutOfMemoryError
 
