@@ -52,4 +52,5 @@ PYBIND11_MODULE(_C, m) {
   init_cuda(m);
   init_flags(m);
   init_optim(m);
+  init_conv(m);
 }
