@@ -4,10 +4,25 @@ from kiln.nn.modules.activation import (  # noqa: F401
     ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
     ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softmin, Softplus, Softsign, Tanh,
 )
+from kiln.nn.modules.batchnorm import (  # noqa: F401
+    BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+)
+from kiln.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from kiln.nn.modules.padding import (  # noqa: F401
+    CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d,
+    ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d,
+)
+from kiln.nn.modules.pixelshuffle import (  # noqa: F401
+    Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample,
+)
+from kiln.nn.modules.pooling import (  # noqa: F401
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+    AvgPool2d, MaxPool1d, MaxPool2d,
+)
 from kiln.nn.modules.container import (  # noqa: F401
     ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
 )
-from kiln.nn.modules.dropout import Dropout  # noqa: F401
+from kiln.nn.modules.dropout import Dropout, Dropout2d  # noqa: F401
 from kiln.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from kiln.nn.modules.linear import Bilinear, Identity, Linear  # noqa: F401
 from kiln.nn.modules.loss import (  # noqa: F401
@@ -22,21 +37,42 @@ from kiln.nn.modules.transformer import (  # noqa: F401
 )
 
 __all__ = [
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
     "BCELoss",
     "BCEWithLogitsLoss",
+    "BatchNorm1d",
+    "BatchNorm2d",
     "Bilinear",
+    "CircularPad1d",
+    "CircularPad2d",
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
     "CrossEntropyLoss",
     "Dropout",
+    "Dropout2d",
     "ELU",
     "Embedding",
     "Flatten",
+    "Fold",
     "GELU",
     "GLU",
+    "GroupNorm",
     "Hardsigmoid",
     "Hardswish",
     "Hardtanh",
     "HuberLoss",
     "Identity",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
     "KLDivLoss",
     "L1Loss",
     "LayerNorm",
@@ -45,6 +81,8 @@ __all__ = [
     "LogSigmoid",
     "LogSoftmax",
     "MSELoss",
+    "MaxPool1d",
+    "MaxPool2d",
     "Mish",
     "Module",
     "ModuleDict",
@@ -53,9 +91,15 @@ __all__ = [
     "NLLLoss",
     "ParameterDict",
     "ParameterList",
+    "PixelShuffle",
+    "PixelUnshuffle",
     "RMSNorm",
     "ReLU",
     "ReLU6",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
     "Sequential",
     "SiLU",
     "Sigmoid",
@@ -68,4 +112,8 @@ __all__ = [
     "TransformerEncoder",
     "TransformerEncoderLayer",
     "Unflatten",
+    "Unfold",
+    "Upsample",
+    "ZeroPad1d",
+    "ZeroPad2d",
 ]
