@@ -14,18 +14,24 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/index.h"
 #include "ops/linalg.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
 #include "ops/view.h"
 
 namespace kiln {
 
 namespace {
+
+using Grads = std::vector<Tensor>;
 
 int64_t product(const Dims& v) {
   int64_t p = 1;
@@ -192,13 +198,50 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
              weight.size(1) * groups, " channels, but got ", x.size(1), " channels instead");
   check_operands(x, weight, bias, O, op);
   Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out;
-  Tensor cols = im2col_impl(x, k, dilation, lo, hi, stride, out, op);
-  const int64_t N = x.size(0), CK = weight.size(1) * product(k);
-  Tensor w = reshape(weight, {groups, O / groups, CK});
-  Tensor y = matmul(w, reshape(cols, {N, groups, CK, product(out)}));
+  const int64_t N = x.size(0), G = groups, CK = weight.size(1) * product(k);
+  Tensor y;
+  {
+    // One node below owns the backward (Note [Convolution as GEMM]).
+    GradModeGuard no_grad(false);
+    Tensor cols = im2col_impl(x, k, dilation, lo, hi, stride, out, op);
+    y = matmul(reshape(weight, {G, O / G, CK}), reshape(cols, {N, G, CK, product(out)}));
+  }
   Shape shape = {N, O};
   shape.insert(shape.end(), out.begin(), out.end());
-  y = add_bias(reshape(y, shape), bias);
+  y = reshape(y, shape);
+  if (needs_grad({x, weight})) {
+    record(op, {x, weight}, {y},
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G,
+            op](const Grads& g, Node& self) -> Grads {
+             Tensor xv = sx.unpack(self), wv = sw.unpack(self);
+             const int64_t N = xv.size(0), O = wv.size(0), CK = wv.size(1) * product(k);
+             const int64_t L = product(out);
+             const size_t n = k.size();
+             Tensor gy = reshape(g[0], {N, G, O / G, L});
+             Tensor gx, gw;
+             if (self.next_edges[0].valid()) {
+               Tensor wt = transpose(reshape(wv, {G, O / G, CK}), -1, -2);
+               Dims padded(n);
+               for (size_t i = 0; i < n; ++i)
+                 padded[i] = xv.size(2 + static_cast<int64_t>(i)) + lo[i] + hi[i];
+               gx = col2im_impl(reshape(matmul(wt, gy), {N, G * CK, L}), padded, k, dilation,
+                                Dims(n, 0), stride, out);
+               for (size_t i = 0; i < n; ++i) {
+                 int64_t d = 2 + static_cast<int64_t>(i);
+                 if (lo[i] > 0 || hi[i] > 0) gx = narrow(gx, d, lo[i], xv.size(d));
+               }
+             }
+             if (self.next_edges[1].valid()) {
+               Dims blocks;
+               Tensor cols = im2col_impl(xv, k, dilation, lo, hi, stride, blocks, op);
+               cols = reshape(cols, {N, G, CK, L});
+               gw = reshape(sum(matmul(gy, transpose(cols, -1, -2)), std::vector<int64_t>{0}),
+                            wv.sizes());
+             }
+             return {gx, gw};
+           });
+  }
+  y = add_bias(y, bias);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }
 
@@ -272,11 +315,40 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
                Shape(x.sizes().begin() + 2, x.sizes().end()), ", the calculated output size ",
                out, " is too small");
   }
-  const int64_t N = x.size(0), Cg = C / groups, Og = weight.size(1), K = product(k);
-  Tensor w = transpose(reshape(weight, {groups, Cg, Og * K}), -1, -2);
-  Tensor cols = matmul(w, reshape(x, {N, groups, Cg, product(blocks)}));
-  Tensor y = col2im_impl(reshape(cols, {N, O * K, product(blocks)}), out, k, dilation, padding,
-                         stride, blocks);
+  const int64_t N = x.size(0), G = groups, Cg = C / groups, Og = weight.size(1), K = product(k);
+  Tensor y;
+  {
+    GradModeGuard no_grad(false);
+    Tensor w = transpose(reshape(weight, {G, Cg, Og * K}), -1, -2);
+    Tensor cols = matmul(w, reshape(x, {N, G, Cg, product(blocks)}));
+    y = col2im_impl(reshape(cols, {N, O * K, product(blocks)}), out, k, dilation, padding,
+                    stride, blocks);
+  }
+  if (needs_grad({x, weight})) {
+    // The adjoint of the forward: im2col of the output gradient (the padding
+    // after each dim shrinks by output_padding so exactly `blocks` windows fit).
+    Dims hi(n);
+    for (size_t i = 0; i < n; ++i) hi[i] = padding[i] - output_padding[i];
+    record(op, {x, weight}, {y},
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi,
+            dilation, G, op](const Grads& g, Node& self) -> Grads {
+             Tensor xv = sx.unpack(self), wv = sw.unpack(self);
+             const int64_t N = xv.size(0), Cg = wv.size(0) / G, OK = wv.size(1) * product(k);
+             const int64_t L = product(blocks);
+             Dims got;
+             Tensor cols = reshape(im2col_impl(g[0], k, dilation, padding, hi, stride, got, op),
+                                   {N, G, OK, L});
+             Tensor gx, gw;
+             if (self.next_edges[0].valid())
+               gx = reshape(matmul(reshape(wv, {G, Cg, OK}), cols), xv.sizes());
+             if (self.next_edges[1].valid()) {
+               Tensor xg = reshape(xv, {N, G, Cg, L});
+               gw = reshape(sum(matmul(xg, transpose(cols, -1, -2)), std::vector<int64_t>{0}),
+                            wv.sizes());
+             }
+             return {gx, gw};
+           });
+  }
   y = add_bias(y, bias);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }

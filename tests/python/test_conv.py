@@ -142,6 +142,25 @@ def test_conv_gradcheck():
               rand(2))
     gradcheck(lambda x, w: F.conv_transpose1d(x, w, stride=2, dilation=2), rand(2, 2, 3),
               rand(2, 3, 2))
+    # output_padding >= stride (allowed below the dilation).
+    gradcheck(lambda x, w: F.conv_transpose1d(x, w, stride=1, output_padding=2, dilation=3),
+              rand(1, 2, 3), rand(2, 2, 2))
+
+
+def _second_order(op):
+    """x, w -> d/dx sum(op(x, w)^2), whose gradient is the op's double backward."""
+    def fn(x, w):
+        gx, gw = kiln.autograd.grad(op(x, w).pow(2).sum(), [x, w], create_graph=True)
+        return gx.sum() + gw.pow(2).sum()
+    return fn
+
+
+def test_conv_gradgradcheck():
+    gradcheck(_second_order(lambda x, w: F.conv2d(x, w, stride=2, padding=(1, 0), groups=2)),
+              rand(1, 2, 4, 3), rand(2, 1, 2, 2))
+    gradcheck(_second_order(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1,
+                                                            output_padding=1)),
+              rand(1, 2, 2, 2), rand(2, 1, 3, 2))
 
 
 def test_conv_double_backward():
