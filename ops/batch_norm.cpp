@@ -56,23 +56,30 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
                   const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, bool training, double momentum, double eps) {
   const char* op = "batch_norm";
-  KILN_CHECK(input.dim() >= 2, Runtime, "[batch_norm] Expected input with at least 2 dims "
-             "[N, C, *], got input of size ", input.sizes());
-  KILN_CHECK(is_floating(input.dtype()), Runtime, "[batch_norm] expected a floating-point input, "
-             "got ", input.dtype());
+  KILN_CHECK(input.dim() >= 2, Runtime,
+             "[batch_norm] Expected input with at least 2 dims "
+             "[N, C, *], got input of size ",
+             input.sizes());
+  KILN_CHECK(is_floating(input.dtype()), Runtime,
+             "[batch_norm] expected a floating-point input, "
+             "got ",
+             input.dtype());
   check_channel_vectors(input, {&running_mean, &running_var, &weight, &bias},
                         {"running_mean", "running_var", "weight", "bias"}, op);
   std::vector<int64_t> dims = {0};
   for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
   if (!training) {
-    KILN_CHECK(running_mean && running_var, Runtime, "[batch_norm] running_mean and running_var "
+    KILN_CHECK(running_mean && running_var, Runtime,
+               "[batch_norm] running_mean and running_var "
                "must be defined in evaluation mode");
     return normalize_affine(input, channel_view(*running_mean, input.dim()),
                             channel_view(*running_var, input.dim()), eps, weight, bias);
   }
   const int64_t per_channel = input.size(1) == 0 ? 0 : input.numel() / input.size(1);
-  KILN_CHECK(per_channel > 1, Value, "[batch_norm] Expected more than 1 value per channel when "
-             "training, got input size ", input.sizes());
+  KILN_CHECK(per_channel > 1, Value,
+             "[batch_norm] Expected more than 1 value per channel when "
+             "training, got input size ",
+             input.sizes());
   auto [var, mean] = var_mean(input, dims, 0.0, true);
   if (running_mean) update_running(*running_mean, mean, momentum);
   if (running_var) {
@@ -84,13 +91,18 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
-  KILN_CHECK(input.dim() >= 2, Runtime, "[group_norm] Expected at least 2 dimensions for input "
-             "tensor but received ", input.dim(), " (input of size ", input.sizes(), ")");
+  KILN_CHECK(input.dim() >= 2, Runtime,
+             "[group_norm] Expected at least 2 dimensions for input "
+             "tensor but received ",
+             input.dim(), " (input of size ", input.sizes(), ")");
   KILN_CHECK(num_groups > 0 && input.size(1) % num_groups == 0, Runtime,
              "[group_norm] Expected number of channels in input to be divisible by num_groups, "
-             "but got input of shape ", input.sizes(), " and num_groups=", num_groups);
-  KILN_CHECK(is_floating(input.dtype()), Runtime, "[group_norm] expected a floating-point input, "
-             "got ", input.dtype());
+             "but got input of shape ",
+             input.sizes(), " and num_groups=", num_groups);
+  KILN_CHECK(is_floating(input.dtype()), Runtime,
+             "[group_norm] expected a floating-point input, "
+             "got ",
+             input.dtype());
   check_channel_vectors(input, {&weight, &bias}, {"weight", "bias"}, "group_norm");
   const int64_t n = input.size(0);
   Tensor x = reshape(input, {n, num_groups, -1});
@@ -102,18 +114,23 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<T
 }
 
 Tensor instance_norm(const Tensor& input, const std::optional<Tensor>& running_mean,
-                     const std::optional<Tensor>& running_var,
-                     const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                     bool use_input_stats, double momentum, double eps) {
+                     const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
+                     const std::optional<Tensor>& bias, bool use_input_stats, double momentum,
+                     double eps) {
   const char* op = "instance_norm";
-  KILN_CHECK(input.dim() >= 3, Runtime, "[instance_norm] Expected input with at least 3 dims "
-             "[N, C, *], got input of size ", input.sizes());
-  KILN_CHECK(is_floating(input.dtype()), Runtime, "[instance_norm] expected a floating-point "
-             "input, got ", input.dtype());
+  KILN_CHECK(input.dim() >= 3, Runtime,
+             "[instance_norm] Expected input with at least 3 dims "
+             "[N, C, *], got input of size ",
+             input.sizes());
+  KILN_CHECK(is_floating(input.dtype()), Runtime,
+             "[instance_norm] expected a floating-point "
+             "input, got ",
+             input.dtype());
   check_channel_vectors(input, {&running_mean, &running_var, &weight, &bias},
                         {"running_mean", "running_var", "weight", "bias"}, op);
   if (!use_input_stats) {
-    KILN_CHECK(running_mean && running_var, Runtime, "[instance_norm] Expected running_mean and "
+    KILN_CHECK(running_mean && running_var, Runtime,
+               "[instance_norm] Expected running_mean and "
                "running_var to be defined when use_input_stats is false");
     return normalize_affine(input, channel_view(*running_mean, input.dim()),
                             channel_view(*running_var, input.dim()), eps, weight, bias);
@@ -122,8 +139,10 @@ Tensor instance_norm(const Tensor& input, const std::optional<Tensor>& running_m
   for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
   int64_t per_instance = 1;
   for (int64_t d : dims) per_instance *= input.size(d);
-  KILN_CHECK(per_instance > 1, Value, "[instance_norm] Expected more than 1 spatial element when "
-             "training, got input size ", input.sizes());
+  KILN_CHECK(per_instance > 1, Value,
+             "[instance_norm] Expected more than 1 spatial element when "
+             "training, got input size ",
+             input.sizes());
   auto [v, m] = var_mean(input, dims, 0.0, true);
   if (running_mean) update_running(*running_mean, mean(m, std::vector<int64_t>{0}), momentum);
   if (running_var) {

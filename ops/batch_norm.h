@@ -21,8 +21,8 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<T
 // Statistics per sample and channel; running stats (when given and
 // use_input_stats) take the batch average of the per-instance statistics.
 Tensor instance_norm(const Tensor& input, const std::optional<Tensor>& running_mean,
-                     const std::optional<Tensor>& running_var,
-                     const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                     bool use_input_stats, double momentum, double eps);
+                     const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
+                     const std::optional<Tensor>& bias, bool use_input_stats, double momentum,
+                     double eps);
 
 }  // namespace kiln

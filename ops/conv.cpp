@@ -80,8 +80,8 @@ int64_t windows(int64_t padded, int64_t k, int64_t d, int64_t s) {
 }
 
 // [N, C, *S] -> columns [N, C * prod(K), prod(out)], out filled with the block counts.
-Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& lo,
-                   const Dims& hi, const Dims& stride, Dims& out, const char* op) {
+Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& lo, const Dims& hi,
+                   const Dims& stride, Dims& out, const char* op) {
   const size_t n = k.size();
   Tensor t = pad_spatial(x, lo, hi, 0.0);
   out.assign(n, 0);
@@ -90,8 +90,8 @@ Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& 
     int64_t span = dil[i] * (k[i] - 1) + 1;
     if (t.size(d) < span) {
       fail(ErrorKind::Runtime, "[", op, "] Calculated padded input size per channel: ",
-           Shape(t.sizes().begin() + 2, t.sizes().end()), ". Kernel size: ", k,
-           " (dilation ", dil, "). Kernel size can't be greater than actual input size");
+           Shape(t.sizes().begin() + 2, t.sizes().end()), ". Kernel size: ", k, " (dilation ", dil,
+           "). Kernel size can't be greater than actual input size");
     }
     out[i] = windows(t.size(d), k[i], dil[i], stride[i]);
     t = unfold(t, d, span, stride[i]);  // appends the window dim
@@ -131,8 +131,7 @@ Tensor col2im_impl(const Tensor& cols, const Dims& out_size, const Dims& k, cons
   }
   const int64_t N = cols.size(0);
   Tensor acc = zeros({N, C, product(padded)}, cols.dtype(), cols.device());
-  acc = index_add(acc, 2, index_table(idx, {K * L}, cols.device()),
-                  reshape(cols, {N, C, K * L}));
+  acc = index_add(acc, 2, index_table(idx, {K * L}, cols.device()), reshape(cols, {N, C, K * L}));
   Shape shape = {N, C};
   shape.insert(shape.end(), padded.begin(), padded.end());
   Tensor out = reshape(acc, shape);
@@ -162,10 +161,11 @@ void check_operands(const Tensor& input, const Tensor& weight, const std::option
              "] expected a floating-point input, got ", input.dtype());
   if (bias) {
     KILN_CHECK(bias->dim() == 1 && bias->size(0) == channels, Runtime, "[", op,
-               "] Given weight of size ", weight.sizes(), ", expected bias to be 1-dimensional with ",
-               channels, " elements, but got bias of size ", bias->sizes(), " instead");
-    KILN_CHECK(bias->dtype() == input.dtype() && bias->device() == input.device(), Runtime, "[",
-               op, "] bias (", bias->dtype(), " on ", bias->device(),
+               "] Given weight of size ", weight.sizes(),
+               ", expected bias to be 1-dimensional with ", channels,
+               " elements, but got bias of size ", bias->sizes(), " instead");
+    KILN_CHECK(bias->dtype() == input.dtype() && bias->device() == input.device(), Runtime, "[", op,
+               "] bias (", bias->dtype(), " on ", bias->device(),
                ") should have the input's dtype and device (", input.dtype(), " on ",
                input.device(), ")");
   }
@@ -184,8 +184,8 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
   const size_t n = static_cast<size_t>(weight.dim()) - 2;
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
-  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ",
-             n + 2, "D weight, got weight of size ", weight.sizes());
+  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ", n + 2,
+             "D weight, got weight of size ", weight.sizes());
   check_arg(stride, n, "stride", 1, op);
   check_arg(dilation, n, "dilation", 1, op);
   KILN_CHECK(groups > 0, Runtime, "[", op, "] non-positive groups is not supported, got ", groups);
@@ -211,8 +211,8 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
   y = reshape(y, shape);
   if (needs_grad({x, weight})) {
     record(op, {x, weight}, {y},
-           [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G,
-            op](const Grads& g, Node& self) -> Grads {
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G, op](
+               const Grads& g, Node& self) -> Grads {
              Tensor xv = sx.unpack(self), wv = sw.unpack(self);
              const int64_t N = xv.size(0), O = wv.size(0), CK = wv.size(1) * product(k);
              const int64_t L = product(out);
@@ -256,17 +256,16 @@ Tensor index_table(const std::vector<int64_t>& values, const Shape& shape, Devic
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                const Dims& stride, const Dims& padding, const Dims& dilation, int64_t groups,
                const char* op) {
-  check_arg(padding, static_cast<size_t>(std::max<int64_t>(weight.dim() - 2, 0)), "padding", 0,
-            op);
+  check_arg(padding, static_cast<size_t>(std::max<int64_t>(weight.dim() - 2, 0)), "padding", 0, op);
   return conv_impl(input, weight, bias, stride, padding, padding, dilation, groups, op);
 }
 
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-               const Dims& stride, const std::string& padding, const Dims& dilation,
-               int64_t groups, const char* op) {
+               const Dims& stride, const std::string& padding, const Dims& dilation, int64_t groups,
+               const char* op) {
   const size_t n = static_cast<size_t>(std::max<int64_t>(weight.dim() - 2, 0));
-  if (padding == "valid") return conv_impl(input, weight, bias, stride, Dims(n), Dims(n),
-                                           dilation, groups, op);
+  if (padding == "valid")
+    return conv_impl(input, weight, bias, stride, Dims(n), Dims(n), dilation, groups, op);
   KILN_CHECK(padding == "same", Value, "[", op, "] Invalid padding string '", padding,
              "', expected 'same' or 'valid'");
   for (int64_t s : stride)
@@ -283,9 +282,9 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Te
 }
 
 Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
-                         const std::optional<Tensor>& bias, const Dims& stride,
-                         const Dims& padding, const Dims& output_padding, int64_t groups,
-                         const Dims& dilation, const char* op) {
+                         const std::optional<Tensor>& bias, const Dims& stride, const Dims& padding,
+                         const Dims& output_padding, int64_t groups, const Dims& dilation,
+                         const char* op) {
   const size_t n = static_cast<size_t>(std::max<int64_t>(weight.dim() - 2, 0));
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
@@ -298,22 +297,24 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
   check_arg(output_padding, n, "output_padding", 0, op);
   KILN_CHECK(groups > 0, Runtime, "[", op, "] non-positive groups is not supported, got ", groups);
   const int64_t C = x.size(1);
-  KILN_CHECK(weight.size(0) == C && C % groups == 0, Runtime, "[", op, "] Given transposed=1, weight of size ",
-             weight.sizes(), ", expected input", x.sizes(), " to have ", weight.size(0),
-             " channels (divisible by groups=", groups, "), but got ", C, " channels instead");
+  KILN_CHECK(weight.size(0) == C && C % groups == 0, Runtime, "[", op,
+             "] Given transposed=1, weight of size ", weight.sizes(), ", expected input", x.sizes(),
+             " to have ", weight.size(0), " channels (divisible by groups=", groups, "), but got ",
+             C, " channels instead");
   const int64_t O = weight.size(1) * groups;
   check_operands(x, weight, bias, O, op);
   Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out(n), blocks(n);
   for (size_t i = 0; i < n; ++i) {
     KILN_CHECK(output_padding[i] < stride[i] || output_padding[i] < dilation[i], Runtime, "[", op,
                "] output padding must be smaller than either stride or dilation, but got "
-               "output_padding ", output_padding, ", stride ", stride, ", dilation ", dilation);
+               "output_padding ",
+               output_padding, ", stride ", stride, ", dilation ", dilation);
     blocks[i] = x.size(2 + static_cast<int64_t>(i));
     out[i] = (blocks[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k[i] - 1) +
              output_padding[i] + 1;
     KILN_CHECK(out[i] > 0, Runtime, "[", op, "] Given input size ",
-               Shape(x.sizes().begin() + 2, x.sizes().end()), ", the calculated output size ",
-               out, " is too small");
+               Shape(x.sizes().begin() + 2, x.sizes().end()), ", the calculated output size ", out,
+               " is too small");
   }
   const int64_t N = x.size(0), G = groups, Cg = C / groups, Og = weight.size(1), K = product(k);
   Tensor y;
@@ -321,8 +322,8 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
     GradModeGuard no_grad(false);
     Tensor w = transpose(reshape(weight, {G, Cg, Og * K}), -1, -2);
     Tensor cols = matmul(w, reshape(x, {N, G, Cg, product(blocks)}));
-    y = col2im_impl(reshape(cols, {N, O * K, product(blocks)}), out, k, dilation, padding,
-                    stride, blocks);
+    y = col2im_impl(reshape(cols, {N, O * K, product(blocks)}), out, k, dilation, padding, stride,
+                    blocks);
   }
   if (needs_grad({x, weight})) {
     // The adjoint of the forward: im2col of the output gradient (the padding
@@ -330,8 +331,8 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
     Dims hi(n);
     for (size_t i = 0; i < n; ++i) hi[i] = padding[i] - output_padding[i];
     record(op, {x, weight}, {y},
-           [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi,
-            dilation, G, op](const Grads& g, Node& self) -> Grads {
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi, dilation,
+            G, op](const Grads& g, Node& self) -> Grads {
              Tensor xv = sx.unpack(self), wv = sw.unpack(self);
              const int64_t N = xv.size(0), Cg = wv.size(0) / G, OK = wv.size(1) * product(k);
              const int64_t L = product(blocks);
@@ -382,9 +383,10 @@ Tensor col2im(const Tensor& input, const Dims& output_size, const Dims& kernel_s
   check_arg(padding, 2, "padding", 0, op);
   check_arg(stride, 2, "stride", 1, op);
   const int64_t K = product(kernel_size);
-  KILN_CHECK(x.size(1) % K == 0, Runtime, "[fold] Expected size of input's dimension 1 to be "
-             "divisible by the product of kernel_size ", kernel_size, ", but got input.size(1)=",
-             x.size(1));
+  KILN_CHECK(x.size(1) % K == 0, Runtime,
+             "[fold] Expected size of input's dimension 1 to be "
+             "divisible by the product of kernel_size ",
+             kernel_size, ", but got input.size(1)=", x.size(1));
   Dims blocks(2);
   for (size_t i = 0; i < 2; ++i) {
     blocks[i] = windows(output_size[i] + 2 * padding[i], kernel_size[i], dilation[i], stride[i]);
@@ -393,8 +395,10 @@ Tensor col2im(const Tensor& input, const Dims& output_size, const Dims& kernel_s
   }
   KILN_CHECK(x.size(2) == product(blocks), Runtime, "[fold] Given output_size=", output_size,
              ", kernel_size=", kernel_size, ", dilation=", dilation, ", padding=", padding,
-             ", stride=", stride, ", expected size of input's dimension 2 to match the calculated "
-             "number of sliding blocks ", blocks[0], " * ", blocks[1], " = ", product(blocks),
+             ", stride=", stride,
+             ", expected size of input's dimension 2 to match the calculated "
+             "number of sliding blocks ",
+             blocks[0], " * ", blocks[1], " = ", product(blocks),
              ", but got input.size(2)=", x.size(2));
   Tensor y = col2im_impl(x, output_size, kernel_size, dilation, padding, stride, blocks);
   return input.dim() == 2 ? squeeze(y, std::vector<int64_t>{0}) : y;
@@ -430,20 +434,24 @@ Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
     int64_t d = input.dim() - 1 - i, size = input.size(d);
     int64_t lo = pads[static_cast<size_t>(2 * i)], hi = pads[static_cast<size_t>(2 * i + 1)];
     if (mode == "reflect") {
-      KILN_CHECK(lo < size && hi < size, Runtime, "[pad] Padding size should be less than the "
-                 "corresponding input dimension, but got: padding (", lo, ", ", hi,
-                 ") at dimension ", d, " of input ", input.sizes());
+      KILN_CHECK(lo < size && hi < size, Runtime,
+                 "[pad] Padding size should be less than the "
+                 "corresponding input dimension, but got: padding (",
+                 lo, ", ", hi, ") at dimension ", d, " of input ", input.sizes());
     } else {
       KILN_CHECK(size > 0 || (lo <= 0 && hi <= 0), Runtime, "[pad] ", mode,
                  " padding needs a non-empty dimension ", d, " in input ", input.sizes());
       if (mode == "circular")
-        KILN_CHECK(lo <= size && hi <= size, Runtime, "[pad] Padding value causes wrapping "
-                   "around more than once: padding (", lo, ", ", hi, ") at dimension ", d,
-                   " of input ", input.sizes());
+        KILN_CHECK(lo <= size && hi <= size, Runtime,
+                   "[pad] Padding value causes wrapping "
+                   "around more than once: padding (",
+                   lo, ", ", hi, ") at dimension ", d, " of input ", input.sizes());
     }
     int64_t len = size + lo + hi;
-    KILN_CHECK(len >= 0, Runtime, "[pad] padding (", lo, ", ", hi, ") gives a negative size at "
-               "dimension ", d, " of input ", input.sizes());
+    KILN_CHECK(len >= 0, Runtime, "[pad] padding (", lo, ", ", hi,
+               ") gives a negative size at "
+               "dimension ",
+               d, " of input ", input.sizes());
     std::vector<int64_t> idx(static_cast<size_t>(len));
     for (int64_t j = 0; j < len; ++j) {
       int64_t p = j - lo;
@@ -464,8 +472,10 @@ Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
 namespace {
 
 Tensor shuffle(const Tensor& x, int64_t r, bool up, const char* op) {
-  KILN_CHECK(x.dim() >= 3, Runtime, "[", op, "] expects input to have at least 3 dimensions, "
-             "but got input with ", x.dim(), " dimension(s): ", x.sizes());
+  KILN_CHECK(x.dim() >= 3, Runtime, "[", op,
+             "] expects input to have at least 3 dimensions, "
+             "but got input with ",
+             x.dim(), " dimension(s): ", x.sizes());
   KILN_CHECK(r > 0, Runtime, "[", op, "] factor must be positive, but got ", r);
   const int64_t nd = x.dim();
   int64_t c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
@@ -475,17 +485,18 @@ Tensor shuffle(const Tensor& x, int64_t r, bool up, const char* op) {
   std::vector<int64_t> perm;
   for (int64_t i = 0; i < b; ++i) perm.push_back(i);
   if (up) {
-    KILN_CHECK(c % (r * r) == 0, Runtime, "[", op, "] expects its input's 'channel' dimension "
-               "to be divisible by the square of upscale_factor, but input.size(-3)=", c,
-               " is not divisible by ", r * r);
+    KILN_CHECK(c % (r * r) == 0, Runtime, "[", op,
+               "] expects its input's 'channel' dimension "
+               "to be divisible by the square of upscale_factor, but input.size(-3)=",
+               c, " is not divisible by ", r * r);
     s.insert(s.end(), {c / (r * r), r, r, h, w});
     for (int64_t i : {0, 3, 1, 4, 2}) perm.push_back(b + i);
     Shape o = batch;
     o.insert(o.end(), {c / (r * r), h * r, w * r});
     return reshape(permute(reshape(x, s), perm), o);
   }
-  KILN_CHECK(h % r == 0 && w % r == 0, Runtime, "[", op, "] expects height and width ", h, ", ",
-             w, " of input ", x.sizes(), " to be divisible by downscale_factor ", r);
+  KILN_CHECK(h % r == 0 && w % r == 0, Runtime, "[", op, "] expects height and width ", h, ", ", w,
+             " of input ", x.sizes(), " to be divisible by downscale_factor ", r);
   s.insert(s.end(), {c, h / r, r, w / r, r});
   for (int64_t i : {0, 2, 4, 1, 3}) perm.push_back(b + i);
   Shape o = batch;

@@ -24,13 +24,13 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Te
 // padding="same" (stride 1 only; an odd total padding puts the extra element
 // at the end) or "valid" (no padding).
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-               const Dims& stride, const std::string& padding, const Dims& dilation,
-               int64_t groups, const char* op);
+               const Dims& stride, const std::string& padding, const Dims& dilation, int64_t groups,
+               const char* op);
 // weight [C_in, C_out / groups, *K]; the adjoint of conv_nd with the same arguments.
 Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
-                         const std::optional<Tensor>& bias, const Dims& stride,
-                         const Dims& padding, const Dims& output_padding, int64_t groups,
-                         const Dims& dilation, const char* op);
+                         const std::optional<Tensor>& bias, const Dims& stride, const Dims& padding,
+                         const Dims& output_padding, int64_t groups, const Dims& dilation,
+                         const char* op);
 
 // F.unfold: [N, C, H, W] (or [C, H, W]) -> [N, C * kH * kW, L] sliding blocks.
 Tensor im2col(const Tensor& input, const Dims& kernel_size, const Dims& dilation,

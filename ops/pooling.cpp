@@ -86,8 +86,10 @@ bool batchify(Tensor& x, size_t spatial, const char* op) {
   KILN_CHECK(x.dim() == nd + 1 || x.dim() == nd + 2, Runtime, "[", op, "] Expected ", nd + 1,
              "D or ", nd + 2, "D (batch mode) tensor for input, got input of size ", x.sizes());
   for (int64_t d = x.dim() - nd; d < x.dim(); ++d)
-    KILN_CHECK(x.size(d) > 0, Runtime, "[", op, "] Expected input's non-batch dimensions to have "
-               "positive length, but input has a shape of ", x.sizes());
+    KILN_CHECK(x.size(d) > 0, Runtime, "[", op,
+               "] Expected input's non-batch dimensions to have "
+               "positive length, but input has a shape of ",
+               x.sizes());
   KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[", op, "] not implemented for ", x.dtype());
   if (x.dim() == nd + 2) return false;
   x = unsqueeze(x, 0);
@@ -131,7 +133,8 @@ std::pair<Tensor, Tensor> windowed_max(const Tensor& input, const std::vector<Di
     win = masked_fill(win, to_device(invalid, input.device()),
                       Scalar(-std::numeric_limits<double>::infinity()));
     Tensor arg = argmax(win, 3, true);
-    Tensor table = expand(index_table(t.pos, {1, 1, t.out, t.k}, input.device()), {N, C, t.out, t.k});
+    Tensor table =
+        expand(index_table(t.pos, {1, 1, t.out, t.k}, input.device()), {N, C, t.out, t.k});
     idx = reshape(gather(table, 3, arg), {N, C, t.out});
   }
   Tensor y = gather(reshape(input, {N, C, -1}), 2, idx);
@@ -145,16 +148,18 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
   return out;
 }
 
-Dims expand_stride(const Dims& stride, const Dims& kernel) { return stride.empty() ? kernel : stride; }
+Dims expand_stride(const Dims& stride, const Dims& kernel) {
+  return stride.empty() ? kernel : stride;
+}
 
-void check_pool_args(const Dims& k, const Dims& s, const Dims& p, const Dims& d,
-                     bool avg, const char* op) {
+void check_pool_args(const Dims& k, const Dims& s, const Dims& p, const Dims& d, bool avg,
+                     const char* op) {
   const size_t n = k.size();
   auto check = [&](const Dims& v, const char* name, int64_t min) {
     KILN_CHECK(v.size() == n, Runtime, "[", op, "] ", name, " must have ", n, " elements, got ", v);
     for (int64_t e : v)
-      KILN_CHECK(e >= min, Runtime, "[", op, "] ", name, " must be ", min == 0 ? "non-negative" : "greater than zero",
-                 ", but got ", name, "=", v);
+      KILN_CHECK(e >= min, Runtime, "[", op, "] ", name, " must be ",
+                 min == 0 ? "non-negative" : "greater than zero", ", but got ", name, "=", v);
   };
   check(k, "kernel_size", 1);
   check(s, "stride", 1);
@@ -162,12 +167,15 @@ void check_pool_args(const Dims& k, const Dims& s, const Dims& p, const Dims& d,
   check(d, "dilation", 1);
   for (size_t i = 0; i < n; ++i) {
     if (avg) {
-      KILN_CHECK(p[i] <= k[i] / 2, Runtime, "[", op, "] pad should be at most half of kernel "
-                 "size, but got pad=", p[i], " and kernel_size=", k[i]);
+      KILN_CHECK(p[i] <= k[i] / 2, Runtime, "[", op,
+                 "] pad should be at most half of kernel "
+                 "size, but got pad=",
+                 p[i], " and kernel_size=", k[i]);
     } else {
-      KILN_CHECK(p[i] <= (d[i] * (k[i] - 1) + 1) / 2, Runtime, "[", op, "] pad should be at most "
-                 "half of effective kernel size, but got pad=", p[i], ", kernel_size=", k[i],
-                 " and dilation=", d[i]);
+      KILN_CHECK(p[i] <= (d[i] * (k[i] - 1) + 1) / 2, Runtime, "[", op,
+                 "] pad should be at most "
+                 "half of effective kernel size, but got pad=",
+                 p[i], ", kernel_size=", k[i], " and dilation=", d[i]);
     }
   }
 }
@@ -235,8 +243,8 @@ Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& str
     for (int64_t o = 0; o < t.out; ++o) {
       int64_t start = o * stride[i] - padding[i];
       int64_t end = std::min(start + t.k, in + padding[i]);
-      int64_t count = count_include_pad ? end - start
-                                        : std::min(end, in) - std::max<int64_t>(start, 0);
+      int64_t count =
+          count_include_pad ? end - start : std::min(end, in) - std::max<int64_t>(start, 0);
       double divisor = divisor_override ? (i == 0 ? static_cast<double>(*divisor_override) : 1.0)
                                         : static_cast<double>(count);
       double scale = 1.0 / divisor;
@@ -307,22 +315,22 @@ std::pair<Tensor, Tensor> adaptive_max_pool_nd(const Tensor& input, const Dims& 
 }
 
 Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
-                   const std::optional<std::vector<double>>& scale_factor,
-                   const std::string& mode, std::optional<bool> align_corners,
-                   bool recompute_scale_factor) {
+                   const std::optional<std::vector<double>>& scale_factor, const std::string& mode,
+                   std::optional<bool> align_corners, bool recompute_scale_factor) {
   const char* op = "interpolate";
   KILN_CHECK(mode == "nearest" || mode == "linear" || mode == "bilinear", NotImplemented, "[", op,
              "] mode '", mode, "' is not supported; expected nearest, linear or bilinear");
   const bool linear = mode != "nearest";
-  KILN_CHECK(linear || !align_corners, Value, "[", op, "] align_corners option can only be set "
+  KILN_CHECK(linear || !align_corners, Value, "[", op,
+             "] align_corners option can only be set "
              "with the interpolating modes: linear | bilinear | bicubic | trilinear");
   KILN_CHECK(input.dim() == 3 || input.dim() == 4, NotImplemented, "[", op,
              "] Input Error: Only 3D and 4D input Tensors supported (got ", input.dim(),
              "D) for the modes: nearest | linear | bilinear (got ", mode, ")");
   KILN_CHECK(mode != "linear" || input.dim() == 3, NotImplemented, "[", op, "] Got ", input.dim(),
              "D input, but linear mode needs 3D input");
-  KILN_CHECK(mode != "bilinear" || input.dim() == 4, NotImplemented, "[", op, "] Got ",
-             input.dim(), "D input, but bilinear mode needs 4D input");
+  KILN_CHECK(mode != "bilinear" || input.dim() == 4, NotImplemented, "[", op, "] Got ", input.dim(),
+             "D input, but bilinear mode needs 4D input");
   KILN_CHECK(size.has_value() != scale_factor.has_value(), Value, "[", op, "] ",
              size ? "only one of size or scale_factor should be defined"
                   : "either size or scale_factor should be defined");
@@ -334,21 +342,26 @@ Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
     int64_t in = x.size(2 + static_cast<int64_t>(i)), out;
     double scale;  // input coordinate step per output element
     if (size) {
-      KILN_CHECK(size->size() == n, Value, "[", op, "] Input and output must have the same number "
+      KILN_CHECK(size->size() == n, Value, "[", op,
+                 "] Input and output must have the same number "
                  "of spatial dimensions, but got input with spatial dimensions of ",
                  Shape(x.sizes().begin() + 2, x.sizes().end()), " and output size of ", *size);
       out = (*size)[i];
       scale = static_cast<double>(in) / static_cast<double>(out);
     } else {
-      KILN_CHECK(scale_factor->size() == n, Value, "[", op, "] Input and scale_factor must have "
-                 "the same number of spatial dimensions, got ", scale_factor->size());
+      KILN_CHECK(scale_factor->size() == n, Value, "[", op,
+                 "] Input and scale_factor must have "
+                 "the same number of spatial dimensions, got ",
+                 scale_factor->size());
       double sf = (*scale_factor)[i];
       out = static_cast<int64_t>(std::floor(static_cast<double>(in) * sf));
-      scale = recompute_scale_factor ? static_cast<double>(in) / static_cast<double>(out) : 1.0 / sf;
+      scale =
+          recompute_scale_factor ? static_cast<double>(in) / static_cast<double>(out) : 1.0 / sf;
     }
-    KILN_CHECK(out > 0, Runtime, "[", op, "] Input and output sizes should be greater than 0, but "
-               "got input ", Shape(x.sizes().begin() + 2, x.sizes().end()), " and output size ",
-               out);
+    KILN_CHECK(out > 0, Runtime, "[", op,
+               "] Input and output sizes should be greater than 0, but "
+               "got input ",
+               Shape(x.sizes().begin() + 2, x.sizes().end()), " and output size ", out);
     DimTable& t = dims[i];
     t.out = out;
     t.k = linear ? 2 : 1;

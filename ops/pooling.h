@@ -18,8 +18,8 @@ namespace kiln {
 // An empty stride means stride = kernel_size. Returns (output, indices): the
 // indices (int64) are flat positions in each input plane, PyTorch's convention.
 std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_size,
-                                      const Dims& stride, const Dims& padding,
-                                      const Dims& dilation, bool ceil_mode, const char* op);
+                                      const Dims& stride, const Dims& padding, const Dims& dilation,
+                                      bool ceil_mode, const char* op);
 Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& stride,
                    const Dims& padding, bool ceil_mode, bool count_include_pad,
                    std::optional<int64_t> divisor_override, const char* op);
@@ -31,8 +31,7 @@ std::pair<Tensor, Tensor> adaptive_max_pool_nd(const Tensor& input, const Dims& 
 // size / scale_factor; scale factors are used for the coordinate mapping unless
 // recompute_scale_factor, as PyTorch does.
 Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
-                   const std::optional<std::vector<double>>& scale_factor,
-                   const std::string& mode, std::optional<bool> align_corners,
-                   bool recompute_scale_factor);
+                   const std::optional<std::vector<double>>& scale_factor, const std::string& mode,
+                   std::optional<bool> align_corners, bool recompute_scale_factor);
 
 }  // namespace kiln

@@ -23,10 +23,11 @@ using OptTensor = std::optional<Tensor>;
 Dims tuple_arg(py::handle h, size_t n, const char* op, const char* name,
                const Dims& none_value = {}) {
   if (h.is_none()) return none_value;
-  if (py::isinstance<py::bool_>(h) || (!py::isinstance<py::int_>(h) && !py::isinstance<py::sequence>(h)) ||
+  if (py::isinstance<py::bool_>(h) ||
+      (!py::isinstance<py::int_>(h) && !py::isinstance<py::sequence>(h)) ||
       py::isinstance<py::str>(h))
-    fail(ErrorKind::Type, "[", op, "] ", name, " must be an int or a tuple of ", n,
-         " ints, got ", std::string(py::str(py::type::of(h).attr("__name__"))));
+    fail(ErrorKind::Type, "[", op, "] ", name, " must be an int or a tuple of ", n, " ints, got ",
+         std::string(py::str(py::type::of(h).attr("__name__"))));
   if (py::isinstance<py::int_>(h)) return Dims(n, h.cast<int64_t>());
   Dims v;
   for (auto e : py::reinterpret_borrow<py::sequence>(h)) {
@@ -203,8 +204,8 @@ void bind_norms(py::module_& nn) {
          py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
   nn.def("instance_norm", &instance_norm, py::arg("input"), py::arg("running_mean") = py::none(),
          py::arg("running_var") = py::none(), py::arg("weight") = py::none(),
-         py::arg("bias") = py::none(), py::arg("use_input_stats") = true,
-         py::arg("momentum") = 0.1, py::arg("eps") = 1e-5);
+         py::arg("bias") = py::none(), py::arg("use_input_stats") = true, py::arg("momentum") = 0.1,
+         py::arg("eps") = 1e-5);
 }
 
 }  // namespace
