@@ -1,4 +1,4 @@
-"""Conv1d/2d and ConvTranspose1d/2d with PyTorch's parameters, initialisation and state_dict keys."""
+"""Conv1d/2d and ConvTranspose1d/2d: PyTorch's parameters, initialisation, state_dict keys."""
 
 import math
 
