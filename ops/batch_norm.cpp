@@ -105,7 +105,9 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<T
              input.dtype());
   check_channel_vectors(input, {&weight, &bias}, {"weight", "bias"}, "group_norm");
   const int64_t n = input.size(0);
-  Tensor x = reshape(input, {n, num_groups, -1});
+  int64_t per_group = input.size(1) / num_groups;
+  for (int64_t d = 2; d < input.dim(); ++d) per_group *= input.size(d);
+  Tensor x = reshape(input, {n, num_groups, per_group});
   auto [var, mean] = var_mean(x, std::vector<int64_t>{2}, 0.0, true);
   Tensor y = reshape(mul(sub(x, mean), rsqrt(add(var, Scalar(eps)))), input.sizes());
   if (weight) y = mul(y, channel_view(*weight, input.dim()));

@@ -98,7 +98,7 @@ bool batchify(Tensor& x, size_t spatial, const char* op) {
 
 // [N, C, *S] -> [N, C, O, KK] window values.
 Tensor gather_windows(const Tensor& x, const Table& t) {
-  Tensor flat = reshape(x, {x.size(0), x.size(1), -1});
+  Tensor flat = flatten(x, 2);
   Tensor idx = index_table(t.pos, {t.out * t.k}, x.device());
   return reshape(index_select(flat, 2, idx), {x.size(0), x.size(1), t.out, t.k});
 }
@@ -137,7 +137,7 @@ std::pair<Tensor, Tensor> windowed_max(const Tensor& input, const std::vector<Di
         expand(index_table(t.pos, {1, 1, t.out, t.k}, input.device()), {N, C, t.out, t.k});
     idx = reshape(gather(table, 3, arg), {N, C, t.out});
   }
-  Tensor y = gather(reshape(input, {N, C, -1}), 2, idx);
+  Tensor y = gather(flatten(input, 2), 2, idx);
   return {finish(y, input, dims, unbatched), finish(idx, input, dims, unbatched)};
 }
 

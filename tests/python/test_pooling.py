@@ -229,3 +229,13 @@ def test_pooling_errors():
         F.interpolate(x, size=2, align_corners=True)
     with pytest.raises(NotImplementedError, match=r"\[interpolate\] Got 4D input, but linear mode needs 3D"):
         F.interpolate(x, size=2, mode="linear")
+
+
+def test_empty_batch():
+    x = kiln.zeros(0, 4, 5, 5)
+    assert F.max_pool2d(x, 2, return_indices=True)[1].shape == (0, 4, 2, 2)
+    assert F.avg_pool2d(x, 2).shape == (0, 4, 2, 2)
+    assert F.adaptive_max_pool2d(x, 3).shape == (0, 4, 3, 3)
+    assert F.interpolate(x, scale_factor=2, mode="bilinear").shape == (0, 4, 10, 10)
+    assert F.conv2d(x, kiln.randn(6, 4, 3, 3), padding=1).shape == (0, 6, 5, 5)
+    assert F.group_norm(x, 2).shape == x.shape
