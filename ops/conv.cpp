@@ -181,7 +181,7 @@ Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias) {
 Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                  const Dims& stride, const Dims& lo, const Dims& hi, const Dims& dilation,
                  int64_t groups, const char* op) {
-  const size_t n = static_cast<size_t>(weight.dim()) - 2;
+  const size_t n = stride.size();
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
   KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ", n + 2,
@@ -256,14 +256,14 @@ Tensor index_table(const std::vector<int64_t>& values, const Shape& shape, Devic
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                const Dims& stride, const Dims& padding, const Dims& dilation, int64_t groups,
                const char* op) {
-  check_arg(padding, static_cast<size_t>(std::max<int64_t>(weight.dim() - 2, 0)), "padding", 0, op);
+  check_arg(padding, stride.size(), "padding", 0, op);
   return conv_impl(input, weight, bias, stride, padding, padding, dilation, groups, op);
 }
 
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                const Dims& stride, const std::string& padding, const Dims& dilation, int64_t groups,
                const char* op) {
-  const size_t n = static_cast<size_t>(std::max<int64_t>(weight.dim() - 2, 0));
+  const size_t n = stride.size();
   if (padding == "valid")
     return conv_impl(input, weight, bias, stride, Dims(n), Dims(n), dilation, groups, op);
   KILN_CHECK(padding == "same", Value, "[", op, "] Invalid padding string '", padding,
@@ -272,6 +272,8 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Te
     KILN_CHECK(s == 1, Value, "[", op,
                "] padding='same' is not supported for strided convolutions, got stride ", stride);
   check_arg(dilation, n, "dilation", 1, op);
+  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ", n + 2,
+             "D weight, got weight of size ", weight.sizes());
   Dims lo(n), hi(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t total = dilation[i] * (weight.size(2 + static_cast<int64_t>(i)) - 1);
@@ -285,12 +287,11 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
                          const std::optional<Tensor>& bias, const Dims& stride, const Dims& padding,
                          const Dims& output_padding, int64_t groups, const Dims& dilation,
                          const char* op) {
-  const size_t n = static_cast<size_t>(std::max<int64_t>(weight.dim() - 2, 0));
+  const size_t n = stride.size();
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
-  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2 && n == static_cast<size_t>(x.dim()) - 2,
-             Runtime, "[", op, "] Expected ", x.dim(), "D weight, got weight of size ",
-             weight.sizes());
+  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ", n + 2,
+             "D weight, got weight of size ", weight.sizes());
   check_arg(stride, n, "stride", 1, op);
   check_arg(dilation, n, "dilation", 1, op);
   check_arg(padding, n, "padding", 0, op);

@@ -13,7 +13,7 @@
 namespace kiln {
 
 // Per-spatial-dim arguments (stride, padding, ...) already expanded to one
-// entry per spatial dim by the caller.
+// entry per spatial dim by the caller; stride.size() is the number of spatial dims.
 using Dims = std::vector<int64_t>;
 
 // input [N, C_in, *S] or unbatched [C_in, *S], weight [C_out, C_in / groups, *K].

@@ -257,3 +257,15 @@ def test_conv_errors():
         F.pad(to_kiln(rand(1, 2, 3)), (3, 0), mode="reflect")
     with pytest.raises(RuntimeError, match=r"\[pixel_shuffle\] .*divisible by 4"):
         F.pixel_shuffle(to_kiln(rand(1, 5, 2, 2)), 2)
+
+
+def test_conv_weight_dims_errors():
+    x = to_kiln(rand(1, 3, 5, 5))
+    with pytest.raises(RuntimeError, match=r"\[conv2d\] Expected 4D weight, got weight of size \[2, 3, 3\]"):
+        F.conv2d(x, to_kiln(rand(2, 3, 3)))
+    with pytest.raises(RuntimeError, match=r"\[conv2d\] Expected 4D weight"):
+        F.conv2d(x, to_kiln(rand(2, 3, 3)), padding="same")
+    with pytest.raises(RuntimeError, match=r"\[conv1d\] Expected 2D \(unbatched\) or 3D \(batched\) input to conv1d, but got input of size: \[1, 3, 5, 5\]"):
+        F.conv1d(x, to_kiln(rand(2, 3, 3)))
+    with pytest.raises(RuntimeError, match=r"\[conv_transpose2d\] Expected 4D weight"):
+        F.conv_transpose2d(x, to_kiln(rand(3, 2, 3)))
