@@ -48,7 +48,11 @@ Tensor pad(const Tensor& input, const Dims& pad, const std::string& mode = "cons
 Tensor pixel_shuffle(const Tensor& input, int64_t upscale_factor);
 Tensor pixel_unshuffle(const Tensor& input, int64_t downscale_factor);
 
-// Host-built int64 index tensor on `device` (index tables of the window ops).
+// A contiguous CPU table (the index and weight tables of these ops) on
+// `device`. Tables for other devices are cached by content, so a repeated call
+// (every training step) costs no host-to-device copy; callers never write to them.
+Tensor device_table(const Tensor& host, Device device);
+// Host-built int64 index tensor on `device`, through device_table.
 Tensor index_table(const std::vector<int64_t>& values, const Shape& shape, Device device);
 
 }  // namespace kiln

@@ -77,7 +77,7 @@ Table combine(const std::vector<DimTable>& dims, const Shape& in) {
 Tensor weight_table(const std::vector<double>& w, const Shape& shape, const Tensor& like) {
   Tensor t = empty(shape, DType::Float64);
   std::copy(w.begin(), w.end(), t.data<double>());
-  return to_device(to_dtype(t, like.dtype()), like.device());
+  return device_table(to_dtype(t, like.dtype()), like.device());
 }
 
 // Adds the batch dim to an unbatched input and checks the dims; returns whether it did.
@@ -130,7 +130,7 @@ std::pair<Tensor, Tensor> windowed_max(const Tensor& input, const std::vector<Di
     Tensor invalid = empty({t.out, t.k}, DType::Bool);
     bool* m = invalid.data<bool>();
     for (size_t i = 0; i < t.w.size(); ++i) m[i] = t.w[i] == 0.0;
-    win = masked_fill(win, to_device(invalid, input.device()),
+    win = masked_fill(win, device_table(invalid, input.device()),
                       Scalar(-std::numeric_limits<double>::infinity()));
     Tensor arg = argmax(win, 3, true);
     Tensor table =
