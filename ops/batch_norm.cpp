@@ -40,7 +40,8 @@ Tensor normalize_affine(const Tensor& x, const Tensor& mean, const Tensor& var, 
   Tensor y = mul(sub(x, mean), rsqrt(add(var, Scalar(eps))));
   if (weight) y = mul(y, channel_view(*weight, x.dim()));
   if (bias) y = add(y, channel_view(*bias, x.dim()));
-  return y;
+  // float32 statistics or parameters with a half input (mixed precision) keep the input's dtype.
+  return y.dtype() == x.dtype() ? y : to_dtype(y, x.dtype());
 }
 
 // running <- (1 - momentum) * running + momentum * value, outside autograd.
@@ -112,7 +113,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<T
   Tensor y = reshape(mul(sub(x, mean), rsqrt(add(var, Scalar(eps)))), input.sizes());
   if (weight) y = mul(y, channel_view(*weight, input.dim()));
   if (bias) y = add(y, channel_view(*bias, input.dim()));
-  return y;
+  return y.dtype() == input.dtype() ? y : to_dtype(y, input.dtype());
 }
 
 Tensor instance_norm(const Tensor& input, const std::optional<Tensor>& running_mean,

@@ -166,3 +166,15 @@ def test_dropout2d_zeroes_whole_channels():
     assert (m(x).numpy() == 1).all()
     with pytest.raises(ValueError, match=r"\[Dropout2d\] dropout probability"):
         nn.Dropout2d(1.5)
+
+
+def test_half_input_with_float32_stats_keeps_dtype():
+    x = rand(4, 3, 2)
+    rm, rv = kiln.zeros(3), kiln.ones(3)
+    w, b = kiln.ones(3), kiln.zeros(3)
+    for training in (True, False):
+        y = F.batch_norm(to_kiln(x, dtype=kiln.float16), rm, rv, w, b, training)
+        assert y.dtype == kiln.float16
+    assert F.group_norm(to_kiln(x, dtype=kiln.float16), 3, w, b).dtype == kiln.float16
+    y = F.batch_norm(to_kiln(x, dtype=kiln.float16), kiln.zeros(3), kiln.ones(3), w, b, False)
+    assert_close(y.float(), x / np.sqrt(1 + 1e-5), atol=2e-3, rtol=2e-3)
