@@ -44,13 +44,16 @@ Dims tuple_arg(py::handle h, size_t n, const char* op, const char* name,
 }
 
 void bind_conv_ops(py::module_& nn) {
-  for (size_t n : {size_t{1}, size_t{2}}) {
-    std::string name = "conv" + std::to_string(n) + "d";
+  static const char* conv_names[] = {"conv1d", "conv2d", "conv3d"};
+  static const char* transposed_names[] = {"conv_transpose1d", "conv_transpose2d",
+                                           "conv_transpose3d"};
+  for (size_t n : {size_t{1}, size_t{2}, size_t{3}}) {
+    std::string name = conv_names[n - 1];
     nn.def(
         name.c_str(),
-        [n, name](const Tensor& input, const Tensor& weight, const OptTensor& bias,
+        [n](const Tensor& input, const Tensor& weight, const OptTensor& bias,
                   py::handle stride, py::handle padding, py::handle dilation, int64_t groups) {
-          const char* op = n == 1 ? "conv1d" : "conv2d";
+          const char* op = conv_names[n - 1];
           Dims s = tuple_arg(stride, n, op, "stride"), d = tuple_arg(dilation, n, op, "dilation");
           if (py::isinstance<py::str>(padding))
             return conv_nd(input, weight, bias, s, padding.cast<std::string>(), d, groups, op);
@@ -59,12 +62,12 @@ void bind_conv_ops(py::module_& nn) {
         },
         py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
         py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
-    name = "conv_transpose" + std::to_string(n) + "d";
+    name = transposed_names[n - 1];
     nn.def(
         name.c_str(),
         [n](const Tensor& input, const Tensor& weight, const OptTensor& bias, py::handle stride,
             py::handle padding, py::handle output_padding, int64_t groups, py::handle dilation) {
-          const char* op = n == 1 ? "conv_transpose1d" : "conv_transpose2d";
+          const char* op = transposed_names[n - 1];
           return conv_transpose_nd(input, weight, bias, tuple_arg(stride, n, op, "stride"),
                                    tuple_arg(padding, n, op, "padding"),
                                    tuple_arg(output_padding, n, op, "output_padding"), groups,

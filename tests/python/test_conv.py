@@ -269,3 +269,42 @@ def test_conv_weight_dims_errors():
         F.conv1d(x, to_kiln(rand(2, 3, 3)))
     with pytest.raises(RuntimeError, match=r"\[conv_transpose2d\] Expected 4D weight"):
         F.conv_transpose2d(x, to_kiln(rand(3, 2, 3)))
+
+
+def conv_nd_ref(x, w, b, stride, padding, dilation, groups):
+    """Any-rank convolution by a sum over kernel offsets."""
+    import itertools
+    n = x.ndim - 2
+    s, p, d = _pair(stride, n), _pair(padding, n), _pair(dilation, n)
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(q, q) for q in p])
+    o, cg = w.shape[:2]
+    k = w.shape[2:]
+    outs = [(xp.shape[2 + i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(n)]
+    out = np.zeros((x.shape[0], o) + tuple(outs))
+    og = o // groups
+    for g in range(groups):
+        for off in itertools.product(*[range(e) for e in k]):
+            idx = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (outs[i] - 1) + 1, s[i])
+                        for i in range(n))
+            patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + idx]
+            wk = w[(slice(g * og, (g + 1) * og), slice(None)) + off]
+            out[:, g * og:(g + 1) * og] += np.einsum("nc...,oc->no...", patch, wk)
+    return out if b is None else out + b.reshape((1, -1) + (1,) * n)
+
+
+def test_conv3d_and_transpose3d():
+    x, w, b = rand(2, 4, 5, 4, 6), rand(6, 2, 2, 3, 2), rand(6)
+    got = F.conv3d(to_kiln(x), to_kiln(w), to_kiln(b), (1, 2, 1), (1, 0, 1), (2, 1, 1), 2)
+    assert_close(got, conv_nd_ref(x, w, b, (1, 2, 1), (1, 0, 1), (2, 1, 1), 2))
+    # conv_transpose3d is the adjoint of conv3d: <conv(x), y> == <x, conv_t(y)>.
+    y = rand(*got.shape)
+    back = F.conv_transpose3d(to_kiln(y), to_kiln(w), None, (1, 2, 1), (1, 0, 1), (0, 1, 0), 2,
+                              (2, 1, 1))
+    assert back.shape == x.shape
+    lhs = (conv_nd_ref(x, w, None, (1, 2, 1), (1, 0, 1), (2, 1, 1), 2) * y).sum()
+    assert np.isclose(lhs, (x * back.numpy()).sum())
+    gradcheck(lambda x, w: F.conv3d(x, w, stride=2, padding=1), rand(1, 2, 3, 3, 2),
+              rand(2, 2, 2, 2, 2))
+    m = kiln.nn.Conv3d(4, 6, 3, padding=1)
+    assert m.weight.shape == (6, 4, 3, 3, 3) and m(kiln.randn(1, 4, 3, 4, 5)).shape == (1, 6, 3, 4, 5)
+    assert kiln.nn.ConvTranspose3d(4, 2, 2, stride=2)(kiln.randn(4, 2, 2, 2)).shape == (2, 4, 4, 4)

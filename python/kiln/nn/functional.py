@@ -56,8 +56,10 @@ def bilinear(input1, input2, weight, bias=None):
 
 conv1d = _nn.conv1d
 conv2d = _nn.conv2d
+conv3d = _nn.conv3d
 conv_transpose1d = _nn.conv_transpose1d
 conv_transpose2d = _nn.conv_transpose2d
+conv_transpose3d = _nn.conv_transpose3d
 unfold = _nn.unfold
 fold = _nn.fold
 pad = _nn.pad

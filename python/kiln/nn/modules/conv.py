@@ -1,4 +1,4 @@
-"""Conv1d/2d and ConvTranspose1d/2d: PyTorch's parameters, initialisation, state_dict keys."""
+"""Conv1d/2d/3d, ConvTranspose1d/2d/3d: PyTorch's parameters, initialisation, state_dict keys."""
 
 import math
 
@@ -117,7 +117,7 @@ class _Conv(_ConvNd):
                          bias, padding_mode, 0, device, dtype)
 
     def _conv_forward(self, input, weight, bias):
-        conv = F.conv1d if self._n == 1 else F.conv2d
+        conv = (F.conv1d, F.conv2d, F.conv3d)[self._n - 1]
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return conv(input, weight, bias, self.stride, 0, self.dilation, self.groups)
@@ -137,6 +137,12 @@ class Conv2d(_Conv):
     """2-D convolution over [N, C_in, H, W] (or [C_in, H, W])."""
 
     _n = 2
+
+
+class Conv3d(_Conv):
+    """3-D convolution over [N, C_in, D, H, W] (or [C_in, D, H, W])."""
+
+    _n = 3
 
 
 class _ConvTranspose(_ConvNd):
@@ -175,7 +181,7 @@ class _ConvTranspose(_ConvNd):
         return tuple(result)
 
     def forward(self, input, output_size=None):
-        fn = F.conv_transpose1d if self._n == 1 else F.conv_transpose2d
+        fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._n - 1]
         return fn(input, self.weight, self.bias, self.stride, self.padding,
                   self._output_padding(input, output_size), self.groups, self.dilation)
 
@@ -190,3 +196,9 @@ class ConvTranspose2d(_ConvTranspose):
     """Transposed 2-D convolution (the gradient of Conv2d with respect to its input)."""
 
     _n = 2
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """Transposed 3-D convolution (the gradient of Conv3d with respect to its input)."""
+
+    _n = 3
