@@ -318,19 +318,19 @@ Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
                    const std::optional<std::vector<double>>& scale_factor, const std::string& mode,
                    std::optional<bool> align_corners, bool recompute_scale_factor) {
   const char* op = "interpolate";
-  KILN_CHECK(mode == "nearest" || mode == "linear" || mode == "bilinear", NotImplemented, "[", op,
-             "] mode '", mode, "' is not supported; expected nearest, linear or bilinear");
-  const bool linear = mode != "nearest";
+  // The input rank each interpolating mode needs; nearest takes any of them.
+  int64_t rank = mode == "linear" ? 3 : mode == "bilinear" ? 4 : mode == "trilinear" ? 5 : 0;
+  KILN_CHECK(rank > 0 || mode == "nearest", NotImplemented, "[", op, "] mode '", mode,
+             "' is not supported; expected nearest, linear, bilinear or trilinear");
+  const bool linear = rank > 0;
   KILN_CHECK(linear || !align_corners, Value, "[", op,
              "] align_corners option can only be set "
              "with the interpolating modes: linear | bilinear | bicubic | trilinear");
-  KILN_CHECK(input.dim() == 3 || input.dim() == 4, NotImplemented, "[", op,
-             "] Input Error: Only 3D and 4D input Tensors supported (got ", input.dim(),
-             "D) for the modes: nearest | linear | bilinear (got ", mode, ")");
-  KILN_CHECK(mode != "linear" || input.dim() == 3, NotImplemented, "[", op, "] Got ", input.dim(),
-             "D input, but linear mode needs 3D input");
-  KILN_CHECK(mode != "bilinear" || input.dim() == 4, NotImplemented, "[", op, "] Got ", input.dim(),
-             "D input, but bilinear mode needs 4D input");
+  KILN_CHECK(input.dim() >= 3 && input.dim() <= 5, NotImplemented, "[", op,
+             "] Input Error: Only 3D, 4D and 5D input Tensors supported (got ", input.dim(),
+             "D) for the modes: nearest | linear | bilinear | trilinear (got ", mode, ")");
+  KILN_CHECK(rank == 0 || input.dim() == rank, NotImplemented, "[", op, "] Got ", input.dim(),
+             "D input, but ", mode, " mode needs ", rank, "D input");
   KILN_CHECK(size.has_value() != scale_factor.has_value(), Value, "[", op, "] ",
              size ? "only one of size or scale_factor should be defined"
                   : "either size or scale_factor should be defined");

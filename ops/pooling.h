@@ -27,7 +27,8 @@ Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& str
 Tensor adaptive_avg_pool_nd(const Tensor& input, const Dims& output_size, const char* op);
 std::pair<Tensor, Tensor> adaptive_max_pool_nd(const Tensor& input, const Dims& output_size,
                                                const char* op);
-// mode: "nearest", "linear" (3-D input), "bilinear" (4-D input). Exactly one of
+// mode: "nearest" (3-D to 5-D input), "linear" (3-D), "bilinear" (4-D) or
+// "trilinear" (5-D). Exactly one of
 // size / scale_factor; scale factors are used for the coordinate mapping unless
 // recompute_scale_factor, as PyTorch does.
 Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,

@@ -51,8 +51,8 @@ void bind_conv_ops(py::module_& nn) {
     std::string name = conv_names[n - 1];
     nn.def(
         name.c_str(),
-        [n](const Tensor& input, const Tensor& weight, const OptTensor& bias,
-                  py::handle stride, py::handle padding, py::handle dilation, int64_t groups) {
+        [n](const Tensor& input, const Tensor& weight, const OptTensor& bias, py::handle stride,
+            py::handle padding, py::handle dilation, int64_t groups) {
           const char* op = conv_names[n - 1];
           Dims s = tuple_arg(stride, n, op, "stride"), d = tuple_arg(dilation, n, op, "dilation");
           if (py::isinstance<py::str>(padding))
@@ -116,64 +116,68 @@ py::object maybe_indices(std::pair<Tensor, Tensor> r, bool return_indices) {
 }
 
 void bind_pooling(py::module_& nn) {
-  for (size_t n : {size_t{1}, size_t{2}}) {
-    std::string name = "max_pool" + std::to_string(n) + "d";
+  for (size_t n : {size_t{1}, size_t{2}, size_t{3}}) {
+    const std::string d = std::to_string(n) + "d";
+    std::string op = "max_pool" + d;
     nn.def(
-        name.c_str(),
-        [n](const Tensor& input, py::handle kernel_size, py::handle stride, py::handle padding,
-            py::handle dilation, bool ceil_mode, bool return_indices) {
-          const char* op = n == 1 ? "max_pool1d" : "max_pool2d";
+        op.c_str(),
+        [n, op](const Tensor& input, py::handle kernel_size, py::handle stride, py::handle padding,
+                py::handle dilation, bool ceil_mode, bool return_indices) {
+          const char* o = op.c_str();
           return maybe_indices(
-              max_pool_nd(input, tuple_arg(kernel_size, n, op, "kernel_size"),
-                          tuple_arg(stride, n, op, "stride"), tuple_arg(padding, n, op, "padding"),
-                          tuple_arg(dilation, n, op, "dilation"), ceil_mode, op),
+              max_pool_nd(input, tuple_arg(kernel_size, n, o, "kernel_size"),
+                          tuple_arg(stride, n, o, "stride"), tuple_arg(padding, n, o, "padding"),
+                          tuple_arg(dilation, n, o, "dilation"), ceil_mode, o),
               return_indices);
         },
         py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
         py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("ceil_mode") = false,
         py::arg("return_indices") = false);
-    name = "adaptive_avg_pool" + std::to_string(n) + "d";
+    op = "avg_pool" + d;
+    auto avg = [n, op](const Tensor& input, py::handle kernel_size, py::handle stride,
+                       py::handle padding, bool ceil_mode, bool count_include_pad,
+                       std::optional<int64_t> divisor_override) {
+      const char* o = op.c_str();
+      return avg_pool_nd(input, tuple_arg(kernel_size, n, o, "kernel_size"),
+                         tuple_arg(stride, n, o, "stride"), tuple_arg(padding, n, o, "padding"),
+                         ceil_mode, count_include_pad, divisor_override, o);
+    };
+    if (n == 1) {
+      // PyTorch's avg_pool1d has no divisor_override.
+      nn.def(
+          op.c_str(),
+          [avg](const Tensor& input, py::handle kernel_size, py::handle stride, py::handle padding,
+                bool ceil_mode, bool count_include_pad) {
+            return avg(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       std::nullopt);
+          },
+          py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
+          py::arg("padding") = 0, py::arg("ceil_mode") = false,
+          py::arg("count_include_pad") = true);
+    } else {
+      nn.def(op.c_str(), avg, py::arg("input"), py::arg("kernel_size"),
+             py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("ceil_mode") = false,
+             py::arg("count_include_pad") = true, py::arg("divisor_override") = py::none());
+    }
+    op = "adaptive_avg_pool" + d;
     nn.def(
-        name.c_str(),
-        [n](const Tensor& input, py::handle output_size) {
-          const char* op = n == 1 ? "adaptive_avg_pool1d" : "adaptive_avg_pool2d";
-          return adaptive_avg_pool_nd(input, tuple_arg(output_size, n, op, "output_size"), op);
+        op.c_str(),
+        [n, op](const Tensor& input, py::handle output_size) {
+          const char* o = op.c_str();
+          return adaptive_avg_pool_nd(input, tuple_arg(output_size, n, o, "output_size"), o);
         },
         py::arg("input"), py::arg("output_size"));
-    name = "adaptive_max_pool" + std::to_string(n) + "d";
+    op = "adaptive_max_pool" + d;
     nn.def(
-        name.c_str(),
-        [n](const Tensor& input, py::handle output_size, bool return_indices) {
-          const char* op = n == 1 ? "adaptive_max_pool1d" : "adaptive_max_pool2d";
+        op.c_str(),
+        [n, op](const Tensor& input, py::handle output_size, bool return_indices) {
+          const char* o = op.c_str();
           return maybe_indices(
-              adaptive_max_pool_nd(input, tuple_arg(output_size, n, op, "output_size"), op),
+              adaptive_max_pool_nd(input, tuple_arg(output_size, n, o, "output_size"), o),
               return_indices);
         },
         py::arg("input"), py::arg("output_size"), py::arg("return_indices") = false);
   }
-  nn.def(
-      "avg_pool1d",
-      [](const Tensor& input, py::handle kernel_size, py::handle stride, py::handle padding,
-         bool ceil_mode, bool count_include_pad) {
-        const char* op = "avg_pool1d";
-        return avg_pool_nd(input, tuple_arg(kernel_size, 1, op, "kernel_size"),
-                           tuple_arg(stride, 1, op, "stride"), tuple_arg(padding, 1, op, "padding"),
-                           ceil_mode, count_include_pad, std::nullopt, op);
-      },
-      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
-      py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true);
-  nn.def(
-      "avg_pool2d",
-      [](const Tensor& input, py::handle kernel_size, py::handle stride, py::handle padding,
-         bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
-        const char* op = "avg_pool2d";
-        return avg_pool_nd(input, tuple_arg(kernel_size, 2, op, "kernel_size"),
-                           tuple_arg(stride, 2, op, "stride"), tuple_arg(padding, 2, op, "padding"),
-                           ceil_mode, count_include_pad, divisor_override, op);
-      },
-      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
-      py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true,
-      py::arg("divisor_override") = py::none());
   nn.def(
       "interpolate",
       [](const Tensor& input, py::handle size, py::handle scale_factor, const std::string& mode,

@@ -239,3 +239,30 @@ def test_empty_batch():
     assert F.interpolate(x, scale_factor=2, mode="bilinear").shape == (0, 4, 10, 10)
     assert F.conv2d(x, kiln.randn(6, 4, 3, 3), padding=1).shape == (0, 6, 5, 5)
     assert F.group_norm(x, 2).shape == x.shape
+
+
+def test_3d_pooling_and_trilinear():
+    x = rand(2, 3, 4, 5, 6)
+    got, idx = F.max_pool3d(to_kiln(x), (2, 3, 2), (2, 1, 2), (1, 1, 0), 1, True, True)
+    # Pooling is separable: max over depth windows of the 2-D pooled slices.
+    planes = [max_pool2d_ref(x[:, :, d], (3, 2), (1, 2), (1, 0), 1, True)[0] for d in range(4)]
+    depth = [(-1, 0), (1, 2), (3,)]  # windows of 2, stride 2, pad 1, ceil_mode over 4
+    want = np.stack([np.max([planes[d] for d in w if d >= 0], 0) for w in depth], 2)
+    assert_close(got, want)
+    flat = x.reshape(2, 3, -1)
+    assert_close(np.take_along_axis(flat, idx.numpy().reshape(2, 3, -1), 2).reshape(got.shape), want)
+    avg = F.avg_pool3d(to_kiln(x), 2)
+    assert_close(avg, x[:, :, :4, :4, :6].reshape(2, 3, 2, 2, 2, 2, 3, 2).mean((3, 5, 7)))
+    assert_close(F.adaptive_avg_pool3d(to_kiln(x), 1), x.mean((2, 3, 4), keepdims=True))
+    assert_close(F.adaptive_max_pool3d(to_kiln(x), 1), x.max((2, 3, 4), keepdims=True))
+    got = F.interpolate(to_kiln(x), size=(3, 7, 2), mode="trilinear", align_corners=True)
+    a, b, c = (interp_1d_weights(4, 3, True), interp_1d_weights(5, 7, True),
+               interp_1d_weights(6, 2, True))
+    assert_close(got, np.einsum("ad,be,cf,nkdef->nkabc", a, b, c, x))
+    gradcheck(lambda t: F.max_pool3d(t, 2, 1, 1), rand(1, 1, 2, 3, 2))
+    gradcheck(lambda t: F.interpolate(t, scale_factor=2, mode="trilinear"), rand(1, 1, 2, 2, 2))
+    assert kiln.nn.MaxPool3d(2)(kiln.randn(1, 2, 4, 4, 4)).shape == (1, 2, 2, 2, 2)
+    assert kiln.nn.AvgPool3d(2)(kiln.randn(1, 2, 4, 4, 4)).shape == (1, 2, 2, 2, 2)
+    assert kiln.nn.AdaptiveAvgPool3d(1)(kiln.randn(1, 2, 4, 4, 4)).shape == (1, 2, 1, 1, 1)
+    assert kiln.nn.BatchNorm3d(2)(kiln.randn(2, 2, 2, 2, 2)).shape == (2, 2, 2, 2, 2)
+    assert kiln.nn.InstanceNorm3d(2)(kiln.randn(2, 2, 2, 2)).shape == (2, 2, 2, 2)

@@ -5,7 +5,8 @@ from kiln.nn.modules.activation import (  # noqa: F401
     ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softmin, Softplus, Softsign, Tanh,
 )
 from kiln.nn.modules.batchnorm import (  # noqa: F401
-    BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+    BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+    InstanceNorm3d,
 )
 from kiln.nn.modules.conv import (  # noqa: F401
     Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
@@ -18,8 +19,8 @@ from kiln.nn.modules.pixelshuffle import (  # noqa: F401
     Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample,
 )
 from kiln.nn.modules.pooling import (  # noqa: F401
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
-    AvgPool2d, MaxPool1d, MaxPool2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
 )
 from kiln.nn.modules.container import (  # noqa: F401
     ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
@@ -41,14 +42,18 @@ from kiln.nn.modules.transformer import (  # noqa: F401
 __all__ = [
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d",
     "AvgPool1d",
     "AvgPool2d",
+    "AvgPool3d",
     "BCELoss",
     "BCEWithLogitsLoss",
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "Bilinear",
     "CircularPad1d",
     "CircularPad2d",
@@ -77,6 +82,7 @@ __all__ = [
     "Identity",
     "InstanceNorm1d",
     "InstanceNorm2d",
+    "InstanceNorm3d",
     "KLDivLoss",
     "L1Loss",
     "LayerNorm",
@@ -87,6 +93,7 @@ __all__ = [
     "MSELoss",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxPool3d",
     "Mish",
     "Module",
     "ModuleDict",

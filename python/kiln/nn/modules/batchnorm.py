@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d, InstanceNorm1d/2d and GroupNorm with PyTorch's buffers and state_dict keys."""
+"""BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d and GroupNorm with PyTorch's buffers and state_dict keys."""
 
 import kiln
 from kiln.nn import functional as F
@@ -88,6 +88,12 @@ class BatchNorm2d(_BatchNorm):
     _dims = (4,)
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization over [N, C, D, H, W]."""
+
+    _dims = (5,)
+
+
 class _InstanceNorm(_NormBase):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
                  track_running_stats=False, device=None, dtype=None):
@@ -114,6 +120,12 @@ class InstanceNorm2d(_InstanceNorm):
     """Instance normalization over [N, C, H, W] or [C, H, W]."""
 
     _dims = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization over [N, C, D, H, W] or [C, D, H, W]."""
+
+    _dims = (4, 5)
 
 
 class GroupNorm(Module):
