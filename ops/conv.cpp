@@ -445,6 +445,13 @@ Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
     for (int64_t i = 0; i < n; ++i) {
       lo[static_cast<size_t>(input.dim() - 1 - i)] = pads[static_cast<size_t>(2 * i)];
       hi[static_cast<size_t>(input.dim() - 1 - i)] = pads[static_cast<size_t>(2 * i + 1)];
+      int64_t d = input.dim() - 1 - i;
+      KILN_CHECK(
+          input.size(d) + pads[static_cast<size_t>(2 * i)] + pads[static_cast<size_t>(2 * i + 1)] >=
+              0,
+          Runtime, "[pad] The input size ", input.size(d), ", plus negative padding ",
+          pads[static_cast<size_t>(2 * i)], " and ", pads[static_cast<size_t>(2 * i + 1)],
+          " resulted in a negative output size at dimension ", d, " of input ", input.sizes());
     }
     Tensor y = pad_spatial(reshape(input, s), lo, hi, value.value_or(0.0));
     return reshape(y, Shape(y.sizes().begin() + 2, y.sizes().end()));

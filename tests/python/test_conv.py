@@ -308,3 +308,8 @@ def test_conv3d_and_transpose3d():
     m = kiln.nn.Conv3d(4, 6, 3, padding=1)
     assert m.weight.shape == (6, 4, 3, 3, 3) and m(kiln.randn(1, 4, 3, 4, 5)).shape == (1, 6, 3, 4, 5)
     assert kiln.nn.ConvTranspose3d(4, 2, 2, stride=2)(kiln.randn(4, 2, 2, 2)).shape == (2, 4, 4, 4)
+
+
+def test_pad_negative_size_error():
+    with pytest.raises(RuntimeError, match=r"\[pad\] The input size 3, plus negative padding -2 and -2"):
+        F.pad(to_kiln(rand(2, 3)), (-2, -2))
