@@ -77,14 +77,28 @@ Tensor pad_spatial(const Tensor& x, const Dims& lo, const Dims& hi, double value
   return out;
 }
 
+// [N, C, *S] -> [G, C / G, N * prod(S)] (a copy): the batch joins the GEMM's columns.
+Tensor to_batch_last(const Tensor& t, int64_t groups) {
+  const int64_t n = t.size(0), c = t.size(1), l = t.numel() / std::max<int64_t>(n * c, 1);
+  return reshape(permute(reshape(t, {n, c, l}), {1, 0, 2}), {groups, c / groups, n * l});
+}
+
+// [G, Cg, N * L] -> [N, G * Cg, L] (a view).
+Tensor from_batch_last(const Tensor& t, int64_t n) {
+  const int64_t c = t.size(0) * t.size(1), l = n == 0 ? 0 : t.size(2) / n;
+  return permute(reshape(t, {c, n, l}), {1, 0, 2});
+}
+
 // Output length of a sliding window over `padded` elements.
 int64_t windows(int64_t padded, int64_t k, int64_t d, int64_t s) {
   return (padded - d * (k - 1) - 1) / s + 1;
 }
 
 // [N, C, *S] -> columns [N, C * prod(K), prod(out)], out filled with the block counts.
+// With batch_last the columns come as [C * prod(K), N * prod(out)] instead,
+// the layout of one GEMM over the whole batch.
 Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& lo, const Dims& hi,
-                   const Dims& stride, Dims& out, const char* op) {
+                   const Dims& stride, Dims& out, const char* op, bool batch_last = false) {
   const size_t n = k.size();
   Tensor t = pad_spatial(x, lo, hi, 0.0);
   out.assign(n, 0);
@@ -100,10 +114,13 @@ Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& 
     t = unfold(t, d, span, stride[i]);  // appends the window dim
     if (dil[i] > 1) t = slice(t, -1, 0, std::nullopt, dil[i]);
   }
-  // [N, C, o1.., k1..] -> [N, C, k1.., o1..]
-  std::vector<int64_t> perm = {0, 1};
+  // [N, C, o1.., k1..] -> [N, C, k1.., o1..] or [C, k1.., N, o1..]
+  std::vector<int64_t> perm = batch_last ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 1};
   for (size_t i = 0; i < n; ++i) perm.push_back(static_cast<int64_t>(2 + n + i));
+  if (batch_last) perm.push_back(0);
   for (size_t i = 0; i < n; ++i) perm.push_back(static_cast<int64_t>(2 + i));
+  if (batch_last)
+    return reshape(permute(t, perm), {x.size(1) * product(k), x.size(0) * product(out)});
   return reshape(permute(t, perm), {x.size(0), x.size(1) * product(k), product(out)});
 }
 
@@ -206,12 +223,12 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
   {
     // One node below owns the backward (Note [Convolution as GEMM]).
     GradModeGuard no_grad(false);
-    Tensor cols = im2col_impl(x, k, dilation, lo, hi, stride, out, op);
-    y = matmul(reshape(weight, {G, O / G, CK}), reshape(cols, {N, G, CK, product(out)}));
+    Tensor cols = im2col_impl(x, k, dilation, lo, hi, stride, out, op, true);
+    y = matmul(reshape(weight, {G, O / G, CK}), reshape(cols, {G, CK, N * product(out)}));
   }
   Shape shape = {N, O};
   shape.insert(shape.end(), out.begin(), out.end());
-  y = reshape(y, shape);
+  y = reshape(from_batch_last(y, N), shape);
   if (needs_grad({x, weight})) {
     record(op, {x, weight}, {y},
            [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G, op](
@@ -220,15 +237,15 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
              const int64_t N = xv.size(0), O = wv.size(0), CK = wv.size(1) * product(k);
              const int64_t L = product(out);
              const size_t n = k.size();
-             Tensor gy = reshape(g[0], {N, G, O / G, L});
+             Tensor gy = to_batch_last(g[0], G);  // [G, O / G, N * L]
              Tensor gx, gw;
              if (self.next_edges[0].valid()) {
                Tensor wt = transpose(reshape(wv, {G, O / G, CK}), -1, -2);
                Dims padded(n);
                for (size_t i = 0; i < n; ++i)
                  padded[i] = xv.size(2 + static_cast<int64_t>(i)) + lo[i] + hi[i];
-               gx = col2im_impl(reshape(matmul(wt, gy), {N, G * CK, L}), padded, k, dilation,
-                                Dims(n, 0), stride, out);
+               gx = col2im_impl(from_batch_last(matmul(wt, gy), N), padded, k, dilation, Dims(n, 0),
+                                stride, out);
                for (size_t i = 0; i < n; ++i) {
                  int64_t d = 2 + static_cast<int64_t>(i);
                  if (lo[i] > 0 || hi[i] > 0) gx = narrow(gx, d, lo[i], xv.size(d));
@@ -236,10 +253,9 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
              }
              if (self.next_edges[1].valid()) {
                Dims blocks;
-               Tensor cols = im2col_impl(xv, k, dilation, lo, hi, stride, blocks, op);
-               cols = reshape(cols, {N, G, CK, L});
-               gw = reshape(sum(matmul(gy, transpose(cols, -1, -2)), std::vector<int64_t>{0}),
-                            wv.sizes());
+               Tensor cols = im2col_impl(xv, k, dilation, lo, hi, stride, blocks, op, true);
+               cols = reshape(cols, {G, CK, N * L});
+               gw = reshape(matmul(gy, transpose(cols, -1, -2)), wv.sizes());
              }
              return {gx, gw};
            });
@@ -347,9 +363,8 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
   {
     GradModeGuard no_grad(false);
     Tensor w = transpose(reshape(weight, {G, Cg, Og * K}), -1, -2);
-    Tensor cols = matmul(w, reshape(x, {N, G, Cg, product(blocks)}));
-    y = col2im_impl(reshape(cols, {N, O * K, product(blocks)}), out, k, dilation, padding, stride,
-                    blocks);
+    Tensor cols = from_batch_last(matmul(w, to_batch_last(x, G)), N);  // [N, O * K, L]
+    y = col2im_impl(cols, out, k, dilation, padding, stride, blocks);
   }
   if (needs_grad({x, weight})) {
     // The adjoint of the forward: im2col of the output gradient (the padding
@@ -363,15 +378,15 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
              const int64_t N = xv.size(0), Cg = wv.size(0) / G, OK = wv.size(1) * product(k);
              const int64_t L = product(blocks);
              Dims got;
-             Tensor cols = reshape(im2col_impl(g[0], k, dilation, padding, hi, stride, got, op),
-                                   {N, G, OK, L});
+             Tensor cols =
+                 reshape(im2col_impl(g[0], k, dilation, padding, hi, stride, got, op, true),
+                         {G, OK, N * L});
              Tensor gx, gw;
              if (self.next_edges[0].valid())
-               gx = reshape(matmul(reshape(wv, {G, Cg, OK}), cols), xv.sizes());
+               gx = reshape(from_batch_last(matmul(reshape(wv, {G, Cg, OK}), cols), N), xv.sizes());
              if (self.next_edges[1].valid()) {
-               Tensor xg = reshape(xv, {N, G, Cg, L});
-               gw = reshape(sum(matmul(xg, transpose(cols, -1, -2)), std::vector<int64_t>{0}),
-                            wv.sizes());
+               Tensor xg = to_batch_last(xv, G);
+               gw = reshape(matmul(xg, transpose(cols, -1, -2)), wv.sizes());
              }
              return {gx, gw};
            });
