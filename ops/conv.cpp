@@ -1,14 +1,17 @@
 // Note [Convolution as GEMM]
-// A convolution is im2col followed by one batched matmul: the padded input is
-// viewed as sliding windows (one `unfold` view per spatial dim, a strided
-// slice for dilation), copied once into [N, G, C/G * prod(K), L] columns, and
-// multiplied by the weight seen as [G, O/G, C/G * prod(K)]. The transposed
-// convolution is the adjoint: weight^T @ input gives the columns, and col2im
-// sums each column entry into its output position with one index_add over the
-// flattened padded output. Every step is a differentiable kiln op, so the
-// backward (backward-data = col2im of a GEMM, backward-weight = a GEMM) and
-// double backward come from the autograd of those ops, on any device that has
-// the view, index and matmul kernels (cuBLAS on CUDA).
+// A convolution is im2col followed by one GEMM per group over the whole batch:
+// the padded input is viewed as sliding windows (one `unfold` view per spatial
+// dim, a strided slice for dilation) and copied once into columns
+// [G, C/G * prod(K), N * L], which the weight, seen as [G, O/G, C/G * prod(K)],
+// multiplies. Keeping the batch in the GEMM's columns (rather than
+// broadcasting the weight over N) avoids a copy of the weight per sample and
+// gives the weight gradient as one GEMM with no per-sample intermediate.
+// The transposed convolution is the adjoint: weight^T @ input gives the
+// columns, and col2im sums each column entry into its output position with
+// one index_add over the flattened padded output. Each op records one autograd
+// node whose backward (backward-data = col2im of a GEMM, backward-weight = a
+// GEMM) is written with kiln ops, so double backward works, on any device that
+// has the view, index and matmul kernels (cuBLAS on CUDA).
 #include "ops/conv.h"
 
 #include <algorithm>
