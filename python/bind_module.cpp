@@ -53,4 +53,5 @@ PYBIND11_MODULE(_C, m) {
   init_flags(m);
   init_optim(m);
   init_amp(m);
+  init_conv(m);
 }

@@ -30,5 +30,7 @@ void init_cuda(pybind11::module_& m);
 void init_flags(pybind11::module_& m);
 void init_optim(pybind11::module_& m);
 void init_amp(pybind11::module_& m);
+// After init_nn: adds to its `_nn` submodule.
+void init_conv(pybind11::module_& m);
 
 }  // namespace kiln::python

@@ -53,3 +53,55 @@ def bilinear(input1, input2, weight, bias=None):
     """y[..., k] = sum_ij input1[..., i] weight[k, i, j] input2[..., j] (+ bias[k])."""
     out = _C.einsum("...i,kij,...j->...k", input1, weight, input2)
     return out if bias is None else out + bias
+
+conv1d = _nn.conv1d
+conv2d = _nn.conv2d
+conv3d = _nn.conv3d
+conv_transpose1d = _nn.conv_transpose1d
+conv_transpose2d = _nn.conv_transpose2d
+conv_transpose3d = _nn.conv_transpose3d
+unfold = _nn.unfold
+fold = _nn.fold
+pad = _nn.pad
+pixel_shuffle = _nn.pixel_shuffle
+pixel_unshuffle = _nn.pixel_unshuffle
+max_pool1d = _nn.max_pool1d
+max_pool2d = _nn.max_pool2d
+max_pool3d = _nn.max_pool3d
+avg_pool1d = _nn.avg_pool1d
+avg_pool2d = _nn.avg_pool2d
+avg_pool3d = _nn.avg_pool3d
+adaptive_avg_pool1d = _nn.adaptive_avg_pool1d
+adaptive_avg_pool2d = _nn.adaptive_avg_pool2d
+adaptive_avg_pool3d = _nn.adaptive_avg_pool3d
+adaptive_max_pool1d = _nn.adaptive_max_pool1d
+adaptive_max_pool2d = _nn.adaptive_max_pool2d
+adaptive_max_pool3d = _nn.adaptive_max_pool3d
+interpolate = _nn.interpolate
+batch_norm = _nn.batch_norm
+group_norm = _nn.group_norm
+instance_norm = _nn.instance_norm
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """max_pool2d that always returns (output, indices)."""
+    return _nn.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"[dropout2d] dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if input.dim() not in (3, 4):
+        raise RuntimeError(
+            f"[dropout2d] expected a 3-D or 4-D input, got input of size {list(input.shape)}")
+    shape = list(input.shape[:-2]) + [1, 1]
+    keep = _C.rand(*shape, dtype=input.dtype, device=input.device) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    out = input * (keep.to(input.dtype) * scale)
+    if inplace:
+        return input.copy_(out)
+    return out

@@ -1,0 +1,568 @@
+// Note [Convolution as GEMM]
+// A convolution is im2col followed by one GEMM per group over the whole batch:
+// the padded input is viewed as sliding windows (one `unfold` view per spatial
+// dim, a strided slice for dilation) and copied once into columns
+// [G, C/G * prod(K), N * L], which the weight, seen as [G, O/G, C/G * prod(K)],
+// multiplies. Keeping the batch in the GEMM's columns (rather than
+// broadcasting the weight over N) avoids a copy of the weight per sample and
+// gives the weight gradient as one GEMM with no per-sample intermediate.
+// The transposed convolution is the adjoint: weight^T @ input gives the
+// columns, and col2im sums each column entry into its output position with
+// one index_add over the flattened padded output. Each op records one autograd
+// node whose backward (backward-data = col2im of a GEMM, backward-weight = a
+// GEMM) is written with kiln ops, so double backward works, on any device that
+// has the view, index and matmul kernels (cuBLAS on CUDA).
+#include "ops/conv.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "autograd/saved_tensor.h"
+#include "core/error.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/index.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+int64_t product(const Dims& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+void check_arg(const Dims& v, size_t n, const char* name, int64_t min, const char* op) {
+  KILN_CHECK(v.size() == n, Runtime, "[", op, "] expected ", name, " to have ", n,
+             " elements, got ", v);
+  for (int64_t x : v)
+    KILN_CHECK(x >= min, Runtime, "[", op, "] ", name, " must be >= ", min, ", got ", v);
+}
+
+// Pads (or crops, for negative amounts) dims 2.. of x by lo[i] / hi[i] with `value`.
+Tensor pad_spatial(const Tensor& x, const Dims& lo, const Dims& hi, double value) {
+  Tensor out = x;
+  for (size_t i = 0; i < lo.size(); ++i) {
+    int64_t d = 2 + static_cast<int64_t>(i);
+    if (lo[i] < 0 || hi[i] < 0) {
+      int64_t start = std::max<int64_t>(-lo[i], 0);
+      int64_t stop = out.size(d) - std::max<int64_t>(-hi[i], 0);
+      out = narrow(out, d, start, std::max<int64_t>(stop - start, 0));
+    }
+    if (lo[i] > 0 || hi[i] > 0) {
+      std::vector<Tensor> seq;
+      Shape s = out.sizes();
+      if (lo[i] > 0) {
+        s[d] = lo[i];
+        seq.push_back(full(s, Scalar(value), out.dtype(), out.device()));
+      }
+      seq.push_back(out);
+      if (hi[i] > 0) {
+        s[d] = hi[i];
+        seq.push_back(full(s, Scalar(value), out.dtype(), out.device()));
+      }
+      out = cat(seq, d);
+    }
+  }
+  return out;
+}
+
+// [N, C, *S] -> [G, C / G, N * prod(S)] (a copy): the batch joins the GEMM's columns.
+Tensor to_batch_last(const Tensor& t, int64_t groups) {
+  const int64_t n = t.size(0), c = t.size(1), l = t.numel() / std::max<int64_t>(n * c, 1);
+  return reshape(permute(reshape(t, {n, c, l}), {1, 0, 2}), {groups, c / groups, n * l});
+}
+
+// [G, Cg, N * L] -> [N, G * Cg, L] (a view).
+Tensor from_batch_last(const Tensor& t, int64_t n) {
+  const int64_t c = t.size(0) * t.size(1), l = n == 0 ? 0 : t.size(2) / n;
+  return permute(reshape(t, {c, n, l}), {1, 0, 2});
+}
+
+// Output length of a sliding window over `padded` elements.
+int64_t windows(int64_t padded, int64_t k, int64_t d, int64_t s) {
+  return (padded - d * (k - 1) - 1) / s + 1;
+}
+
+// [N, C, *S] -> columns [N, C * prod(K), prod(out)], out filled with the block counts.
+// With batch_last the columns come as [C * prod(K), N * prod(out)] instead,
+// the layout of one GEMM over the whole batch.
+Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& lo, const Dims& hi,
+                   const Dims& stride, Dims& out, const char* op, bool batch_last = false) {
+  const size_t n = k.size();
+  Tensor t = pad_spatial(x, lo, hi, 0.0);
+  out.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t d = 2 + static_cast<int64_t>(i);
+    int64_t span = dil[i] * (k[i] - 1) + 1;
+    if (t.size(d) < span) {
+      fail(ErrorKind::Runtime, "[", op, "] Calculated padded input size per channel: ",
+           Shape(t.sizes().begin() + 2, t.sizes().end()), ". Kernel size: ", k, " (dilation ", dil,
+           "). Kernel size can't be greater than actual input size");
+    }
+    out[i] = windows(t.size(d), k[i], dil[i], stride[i]);
+    t = unfold(t, d, span, stride[i]);  // appends the window dim
+    if (dil[i] > 1) t = slice(t, -1, 0, std::nullopt, dil[i]);
+  }
+  // [N, C, o1.., k1..] -> [N, C, k1.., o1..] or [C, k1.., N, o1..]
+  std::vector<int64_t> perm = batch_last ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 1};
+  for (size_t i = 0; i < n; ++i) perm.push_back(static_cast<int64_t>(2 + n + i));
+  if (batch_last) perm.push_back(0);
+  for (size_t i = 0; i < n; ++i) perm.push_back(static_cast<int64_t>(2 + i));
+  if (batch_last)
+    return reshape(permute(t, perm), {x.size(1) * product(k), x.size(0) * product(out)});
+  return reshape(permute(t, perm), {x.size(0), x.size(1) * product(k), product(out)});
+}
+
+// Sums columns [N, C * prod(K), prod(blocks)] into [N, C, *out_size]; the
+// blocks start every `stride` in the output padded by `pad` on both sides.
+Tensor col2im_impl(const Tensor& cols, const Dims& out_size, const Dims& k, const Dims& dil,
+                   const Dims& pad, const Dims& stride, const Dims& blocks) {
+  const size_t n = k.size();
+  const int64_t K = product(k), L = product(blocks), C = cols.size(1) / K;
+  Dims padded(n), pstride(n, 1);
+  for (size_t i = 0; i < n; ++i) padded[i] = out_size[i] + 2 * pad[i];
+  for (size_t i = n - 1; i > 0; --i) pstride[i - 1] = pstride[i] * padded[i];
+  std::vector<int64_t> idx(static_cast<size_t>(K * L));
+  Dims kk(n, 0), bb(n, 0);
+  for (int64_t a = 0; a < K; ++a) {
+    for (int64_t r = a, i = static_cast<int64_t>(n) - 1; i >= 0; --i) {
+      kk[i] = r % k[i];
+      r /= k[i];
+    }
+    for (int64_t b = 0; b < L; ++b) {
+      int64_t pos = 0;
+      for (int64_t r = b, i = static_cast<int64_t>(n) - 1; i >= 0; --i) {
+        pos += ((r % blocks[i]) * stride[i] + kk[i] * dil[i]) * pstride[i];
+        r /= blocks[i];
+      }
+      idx[static_cast<size_t>(a * L + b)] = pos;
+    }
+  }
+  const int64_t N = cols.size(0);
+  Tensor acc = zeros({N, C, product(padded)}, cols.dtype(), cols.device());
+  acc = index_add(acc, 2, index_table(idx, {K * L}, cols.device()), reshape(cols, {N, C, K * L}));
+  Shape shape = {N, C};
+  shape.insert(shape.end(), padded.begin(), padded.end());
+  Tensor out = reshape(acc, shape);
+  for (size_t i = 0; i < n; ++i)
+    if (pad[i] > 0) out = narrow(out, 2 + static_cast<int64_t>(i), pad[i], out_size[i]);
+  return out;
+}
+
+// Adds the batch dim to an unbatched input; returns whether it did.
+bool batchify(Tensor& x, size_t spatial, const char* op) {
+  int64_t nd = static_cast<int64_t>(spatial);
+  KILN_CHECK(x.dim() == nd + 1 || x.dim() == nd + 2, Runtime, "[", op, "] Expected ", nd + 1,
+             "D (unbatched) or ", nd + 2, "D (batched) input to ", op,
+             ", but got input of size: ", x.sizes());
+  if (x.dim() == nd + 2) return false;
+  x = unsqueeze(x, 0);
+  return true;
+}
+
+void check_operands(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                    int64_t channels, const char* op) {
+  KILN_CHECK(weight.dtype() == input.dtype(), Runtime, "[", op, "] Input type (", input.dtype(),
+             ") and weight type (", weight.dtype(), ") should be the same");
+  KILN_CHECK(weight.device() == input.device(), Runtime, "[", op, "] Input on ", input.device(),
+             " and weight on ", weight.device(), " should be on the same device");
+  KILN_CHECK(is_floating(input.dtype()), Runtime, "[", op,
+             "] expected a floating-point input, got ", input.dtype());
+  if (bias) {
+    KILN_CHECK(bias->dim() == 1 && bias->size(0) == channels, Runtime, "[", op,
+               "] Given weight of size ", weight.sizes(),
+               ", expected bias to be 1-dimensional with ", channels,
+               " elements, but got bias of size ", bias->sizes(), " instead");
+    KILN_CHECK(bias->dtype() == input.dtype() && bias->device() == input.device(), Runtime, "[", op,
+               "] bias (", bias->dtype(), " on ", bias->device(),
+               ") should have the input's dtype and device (", input.dtype(), " on ",
+               input.device(), ")");
+  }
+}
+
+Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias) {
+  if (!bias) return out;
+  Shape s(static_cast<size_t>(out.dim()), 1);
+  s[1] = bias->size(0);
+  return add(out, reshape(*bias, s));
+}
+
+Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                 const Dims& stride, const Dims& lo, const Dims& hi, const Dims& dilation,
+                 int64_t groups, const char* op) {
+  const size_t n = stride.size();
+  Tensor x = input;
+  bool unbatched = batchify(x, n, op);
+  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ", n + 2,
+             "D weight, got weight of size ", weight.sizes());
+  check_arg(stride, n, "stride", 1, op);
+  check_arg(dilation, n, "dilation", 1, op);
+  KILN_CHECK(groups > 0, Runtime, "[", op, "] non-positive groups is not supported, got ", groups);
+  const int64_t O = weight.size(0);
+  KILN_CHECK(O % groups == 0, Runtime, "[", op, "] Given groups=", groups,
+             ", expected weight to be divisible by ", groups,
+             " at dimension 0, but got weight of shape ", weight.sizes(), " instead");
+  KILN_CHECK(x.size(1) == weight.size(1) * groups, Runtime, "[", op, "] Given groups=", groups,
+             ", weight of size ", weight.sizes(), ", expected input", x.sizes(), " to have ",
+             weight.size(1) * groups, " channels, but got ", x.size(1), " channels instead");
+  check_operands(x, weight, bias, O, op);
+  Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out;
+  const int64_t N = x.size(0), G = groups, CK = weight.size(1) * product(k);
+  Tensor y;
+  {
+    // One node below owns the backward (Note [Convolution as GEMM]).
+    GradModeGuard no_grad(false);
+    Tensor cols = im2col_impl(x, k, dilation, lo, hi, stride, out, op, true);
+    y = matmul(reshape(weight, {G, O / G, CK}), reshape(cols, {G, CK, N * product(out)}));
+  }
+  Shape shape = {N, O};
+  shape.insert(shape.end(), out.begin(), out.end());
+  y = reshape(from_batch_last(y, N), shape);
+  if (needs_grad({x, weight})) {
+    record(op, {x, weight}, {y},
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G, op](
+               const Grads& g, Node& self) -> Grads {
+             Tensor xv = sx.unpack(self), wv = sw.unpack(self);
+             const int64_t N = xv.size(0), O = wv.size(0), CK = wv.size(1) * product(k);
+             const int64_t L = product(out);
+             const size_t n = k.size();
+             Tensor gy = to_batch_last(g[0], G);  // [G, O / G, N * L]
+             Tensor gx, gw;
+             if (self.next_edges[0].valid()) {
+               Tensor wt = transpose(reshape(wv, {G, O / G, CK}), -1, -2);
+               Dims padded(n);
+               for (size_t i = 0; i < n; ++i)
+                 padded[i] = xv.size(2 + static_cast<int64_t>(i)) + lo[i] + hi[i];
+               gx = col2im_impl(from_batch_last(matmul(wt, gy), N), padded, k, dilation, Dims(n, 0),
+                                stride, out);
+               for (size_t i = 0; i < n; ++i) {
+                 int64_t d = 2 + static_cast<int64_t>(i);
+                 if (lo[i] > 0 || hi[i] > 0) gx = narrow(gx, d, lo[i], xv.size(d));
+               }
+             }
+             if (self.next_edges[1].valid()) {
+               Dims blocks;
+               Tensor cols = im2col_impl(xv, k, dilation, lo, hi, stride, blocks, op, true);
+               cols = reshape(cols, {G, CK, N * L});
+               gw = reshape(matmul(gy, transpose(cols, -1, -2)), wv.sizes());
+             }
+             return {gx, gw};
+           });
+  }
+  y = add_bias(y, bias);
+  return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
+}
+
+}  // namespace
+
+Tensor device_table(const Tensor& host, Device device) {
+  if (device == host.device()) return host;
+  std::string key = str_cat(device, host.dtype(), host.sizes());
+  key.append(static_cast<const char*>(host.data_ptr()),
+             static_cast<size_t>(host.numel()) * host.itemsize());
+  // Leaked on purpose: device tensors must not be freed after the runtime shuts down.
+  static auto* cache = new std::unordered_map<std::string, Tensor>();
+  static auto* mutex = new std::mutex();
+  static size_t bytes = 0;
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  if (cache->size() >= 512 || bytes > (size_t{256} << 20)) {
+    cache->clear();
+    bytes = 0;
+  }
+  bytes += key.size();
+  Tensor t = to_device(host, device);
+  cache->emplace(std::move(key), t);
+  return t;
+}
+
+Tensor index_table(const std::vector<int64_t>& values, const Shape& shape, Device device) {
+  Tensor t = empty(shape, DType::Int64);
+  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(int64_t));
+  return device_table(t, device);
+}
+
+Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+               const Dims& stride, const Dims& padding, const Dims& dilation, int64_t groups,
+               const char* op) {
+  check_arg(padding, stride.size(), "padding", 0, op);
+  return conv_impl(input, weight, bias, stride, padding, padding, dilation, groups, op);
+}
+
+Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+               const Dims& stride, const std::string& padding, const Dims& dilation, int64_t groups,
+               const char* op) {
+  const size_t n = stride.size();
+  if (padding == "valid")
+    return conv_impl(input, weight, bias, stride, Dims(n), Dims(n), dilation, groups, op);
+  KILN_CHECK(padding == "same", Value, "[", op, "] Invalid padding string '", padding,
+             "', expected 'same' or 'valid'");
+  for (int64_t s : stride)
+    KILN_CHECK(s == 1, Value, "[", op,
+               "] padding='same' is not supported for strided convolutions, got stride ", stride);
+  check_arg(dilation, n, "dilation", 1, op);
+  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ", n + 2,
+             "D weight, got weight of size ", weight.sizes());
+  Dims lo(n), hi(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t total = dilation[i] * (weight.size(2 + static_cast<int64_t>(i)) - 1);
+    lo[i] = total / 2;
+    hi[i] = total - lo[i];
+  }
+  return conv_impl(input, weight, bias, stride, lo, hi, dilation, groups, op);
+}
+
+Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
+                         const std::optional<Tensor>& bias, const Dims& stride, const Dims& padding,
+                         const Dims& output_padding, int64_t groups, const Dims& dilation,
+                         const char* op) {
+  const size_t n = stride.size();
+  Tensor x = input;
+  bool unbatched = batchify(x, n, op);
+  KILN_CHECK(weight.dim() == static_cast<int64_t>(n) + 2, Runtime, "[", op, "] Expected ", n + 2,
+             "D weight, got weight of size ", weight.sizes());
+  check_arg(stride, n, "stride", 1, op);
+  check_arg(dilation, n, "dilation", 1, op);
+  check_arg(padding, n, "padding", 0, op);
+  check_arg(output_padding, n, "output_padding", 0, op);
+  KILN_CHECK(groups > 0, Runtime, "[", op, "] non-positive groups is not supported, got ", groups);
+  const int64_t C = x.size(1);
+  KILN_CHECK(weight.size(0) == C && C % groups == 0, Runtime, "[", op,
+             "] Given transposed=1, weight of size ", weight.sizes(), ", expected input", x.sizes(),
+             " to have ", weight.size(0), " channels (divisible by groups=", groups, "), but got ",
+             C, " channels instead");
+  const int64_t O = weight.size(1) * groups;
+  check_operands(x, weight, bias, O, op);
+  Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out(n), blocks(n);
+  for (size_t i = 0; i < n; ++i) {
+    KILN_CHECK(output_padding[i] < stride[i] || output_padding[i] < dilation[i], Runtime, "[", op,
+               "] output padding must be smaller than either stride or dilation, but got "
+               "output_padding ",
+               output_padding, ", stride ", stride, ", dilation ", dilation);
+    blocks[i] = x.size(2 + static_cast<int64_t>(i));
+    out[i] = (blocks[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k[i] - 1) +
+             output_padding[i] + 1;
+    KILN_CHECK(out[i] > 0, Runtime, "[", op, "] Given input size ",
+               Shape(x.sizes().begin() + 2, x.sizes().end()), ", the calculated output size ", out,
+               " is too small");
+  }
+  const int64_t N = x.size(0), G = groups, Cg = C / groups, Og = weight.size(1), K = product(k);
+  Tensor y;
+  {
+    GradModeGuard no_grad(false);
+    Tensor w = transpose(reshape(weight, {G, Cg, Og * K}), -1, -2);
+    Tensor cols = from_batch_last(matmul(w, to_batch_last(x, G)), N);  // [N, O * K, L]
+    y = col2im_impl(cols, out, k, dilation, padding, stride, blocks);
+  }
+  if (needs_grad({x, weight})) {
+    // The adjoint of the forward: im2col of the output gradient (the padding
+    // after each dim shrinks by output_padding so exactly `blocks` windows fit).
+    Dims hi(n);
+    for (size_t i = 0; i < n; ++i) hi[i] = padding[i] - output_padding[i];
+    record(op, {x, weight}, {y},
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi, dilation,
+            G, op](const Grads& g, Node& self) -> Grads {
+             Tensor xv = sx.unpack(self), wv = sw.unpack(self);
+             const int64_t N = xv.size(0), Cg = wv.size(0) / G, OK = wv.size(1) * product(k);
+             const int64_t L = product(blocks);
+             Dims got;
+             Tensor cols =
+                 reshape(im2col_impl(g[0], k, dilation, padding, hi, stride, got, op, true),
+                         {G, OK, N * L});
+             Tensor gx, gw;
+             if (self.next_edges[0].valid())
+               gx = reshape(from_batch_last(matmul(reshape(wv, {G, Cg, OK}), cols), N), xv.sizes());
+             if (self.next_edges[1].valid()) {
+               Tensor xg = to_batch_last(xv, G);
+               gw = reshape(matmul(xg, transpose(cols, -1, -2)), wv.sizes());
+             }
+             return {gx, gw};
+           });
+  }
+  y = add_bias(y, bias);
+  return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
+}
+
+Tensor im2col(const Tensor& input, const Dims& kernel_size, const Dims& dilation,
+              const Dims& padding, const Dims& stride) {
+  const char* op = "unfold";
+  KILN_CHECK(input.dim() == 3 || input.dim() == 4, Runtime,
+             "[unfold] Expected 3D or 4D (batch mode) tensor for input, got input of size ",
+             input.sizes());
+  Tensor x = input.dim() == 3 ? unsqueeze(input, 0) : input;
+  check_arg(kernel_size, 2, "kernel_size", 1, op);
+  check_arg(dilation, 2, "dilation", 1, op);
+  check_arg(padding, 2, "padding", 0, op);
+  check_arg(stride, 2, "stride", 1, op);
+  Dims out;
+  Tensor cols = im2col_impl(x, kernel_size, dilation, padding, padding, stride, out, op);
+  return input.dim() == 3 ? squeeze(cols, std::vector<int64_t>{0}) : cols;
+}
+
+Tensor col2im(const Tensor& input, const Dims& output_size, const Dims& kernel_size,
+              const Dims& dilation, const Dims& padding, const Dims& stride) {
+  const char* op = "fold";
+  KILN_CHECK(input.dim() == 2 || input.dim() == 3, Runtime,
+             "[fold] Expected 2D or 3D (batch mode) tensor for input, got input of size ",
+             input.sizes());
+  Tensor x = input.dim() == 2 ? unsqueeze(input, 0) : input;
+  check_arg(output_size, 2, "output_size", 1, op);
+  check_arg(kernel_size, 2, "kernel_size", 1, op);
+  check_arg(dilation, 2, "dilation", 1, op);
+  check_arg(padding, 2, "padding", 0, op);
+  check_arg(stride, 2, "stride", 1, op);
+  const int64_t K = product(kernel_size);
+  KILN_CHECK(x.size(1) % K == 0, Runtime,
+             "[fold] Expected size of input's dimension 1 to be "
+             "divisible by the product of kernel_size ",
+             kernel_size, ", but got input.size(1)=", x.size(1));
+  Dims blocks(2);
+  for (size_t i = 0; i < 2; ++i) {
+    blocks[i] = windows(output_size[i] + 2 * padding[i], kernel_size[i], dilation[i], stride[i]);
+    KILN_CHECK(blocks[i] > 0, Runtime, "[fold] kernel_size ", kernel_size, " with dilation ",
+               dilation, " does not fit output_size ", output_size, " with padding ", padding);
+  }
+  KILN_CHECK(x.size(2) == product(blocks), Runtime, "[fold] Given output_size=", output_size,
+             ", kernel_size=", kernel_size, ", dilation=", dilation, ", padding=", padding,
+             ", stride=", stride,
+             ", expected size of input's dimension 2 to match the calculated "
+             "number of sliding blocks ",
+             blocks[0], " * ", blocks[1], " = ", product(blocks),
+             ", but got input.size(2)=", x.size(2));
+  Tensor y = col2im_impl(x, output_size, kernel_size, dilation, padding, stride, blocks);
+  return input.dim() == 2 ? squeeze(y, std::vector<int64_t>{0}) : y;
+}
+
+Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
+           std::optional<double> value) {
+  KILN_CHECK(pads.size() % 2 == 0, Runtime, "[pad] Padding length must be divisible by 2, got ",
+             pads);
+  const int64_t n = static_cast<int64_t>(pads.size()) / 2;
+  KILN_CHECK(n <= input.dim(), Runtime, "[pad] Padding length too large: ", pads,
+             " pads more dims than the input's ", input.sizes());
+  if (mode == "constant") {
+    // pad_spatial works on dims 2..; view the input as [1, 1, *dims].
+    Shape s = {1, 1};
+    s.insert(s.end(), input.sizes().begin(), input.sizes().end());
+    Dims lo(static_cast<size_t>(input.dim()), 0), hi = lo;
+    for (int64_t i = 0; i < n; ++i) {
+      lo[static_cast<size_t>(input.dim() - 1 - i)] = pads[static_cast<size_t>(2 * i)];
+      hi[static_cast<size_t>(input.dim() - 1 - i)] = pads[static_cast<size_t>(2 * i + 1)];
+      int64_t d = input.dim() - 1 - i;
+      KILN_CHECK(
+          input.size(d) + pads[static_cast<size_t>(2 * i)] + pads[static_cast<size_t>(2 * i + 1)] >=
+              0,
+          Runtime, "[pad] The input size ", input.size(d), ", plus negative padding ",
+          pads[static_cast<size_t>(2 * i)], " and ", pads[static_cast<size_t>(2 * i + 1)],
+          " resulted in a negative output size at dimension ", d, " of input ", input.sizes());
+    }
+    Tensor y = pad_spatial(reshape(input, s), lo, hi, value.value_or(0.0));
+    return reshape(y, Shape(y.sizes().begin() + 2, y.sizes().end()));
+  }
+  KILN_CHECK(mode == "reflect" || mode == "replicate" || mode == "circular", NotImplemented,
+             "[pad] Unsupported padding mode: ", mode);
+  KILN_CHECK(!value || *value == 0.0, Runtime, "[pad] Padding mode \"", mode,
+             "\" doesn't take in value argument");
+  KILN_CHECK(input.dim() >= n + 1, NotImplemented, "[pad] ", mode, " padding of ", n,
+             " dims expects an input with at least ", n + 1, " dims, got ", input.sizes());
+  Tensor out = input;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t d = input.dim() - 1 - i, size = input.size(d);
+    int64_t lo = pads[static_cast<size_t>(2 * i)], hi = pads[static_cast<size_t>(2 * i + 1)];
+    if (mode == "reflect") {
+      KILN_CHECK(lo < size && hi < size, Runtime,
+                 "[pad] Padding size should be less than the "
+                 "corresponding input dimension, but got: padding (",
+                 lo, ", ", hi, ") at dimension ", d, " of input ", input.sizes());
+    } else {
+      KILN_CHECK(size > 0 || (lo <= 0 && hi <= 0), Runtime, "[pad] ", mode,
+                 " padding needs a non-empty dimension ", d, " in input ", input.sizes());
+      if (mode == "circular")
+        KILN_CHECK(lo <= size && hi <= size, Runtime,
+                   "[pad] Padding value causes wrapping "
+                   "around more than once: padding (",
+                   lo, ", ", hi, ") at dimension ", d, " of input ", input.sizes());
+    }
+    int64_t len = size + lo + hi;
+    KILN_CHECK(len >= 0, Runtime, "[pad] padding (", lo, ", ", hi,
+               ") gives a negative size at "
+               "dimension ",
+               d, " of input ", input.sizes());
+    std::vector<int64_t> idx(static_cast<size_t>(len));
+    for (int64_t j = 0; j < len; ++j) {
+      int64_t p = j - lo;
+      if (mode == "reflect") {
+        p = p < 0 ? -p : (p >= size ? 2 * (size - 1) - p : p);
+      } else if (mode == "replicate") {
+        p = std::min(std::max<int64_t>(p, 0), size - 1);
+      } else {
+        p = ((p % size) + size) % size;
+      }
+      idx[static_cast<size_t>(j)] = p;
+    }
+    out = index_select(out, d, index_table(idx, {len}, input.device()));
+  }
+  return out;
+}
+
+namespace {
+
+Tensor shuffle(const Tensor& x, int64_t r, bool up, const char* op) {
+  KILN_CHECK(x.dim() >= 3, Runtime, "[", op,
+             "] expects input to have at least 3 dimensions, "
+             "but got input with ",
+             x.dim(), " dimension(s): ", x.sizes());
+  KILN_CHECK(r > 0, Runtime, "[", op, "] factor must be positive, but got ", r);
+  const int64_t nd = x.dim();
+  int64_t c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
+  Shape batch(x.sizes().begin(), x.sizes().end() - 3);
+  const int64_t b = static_cast<int64_t>(batch.size());
+  Shape s = batch;
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < b; ++i) perm.push_back(i);
+  if (up) {
+    KILN_CHECK(c % (r * r) == 0, Runtime, "[", op,
+               "] expects its input's 'channel' dimension "
+               "to be divisible by the square of upscale_factor, but input.size(-3)=",
+               c, " is not divisible by ", r * r);
+    s.insert(s.end(), {c / (r * r), r, r, h, w});
+    for (int64_t i : {0, 3, 1, 4, 2}) perm.push_back(b + i);
+    Shape o = batch;
+    o.insert(o.end(), {c / (r * r), h * r, w * r});
+    return reshape(permute(reshape(x, s), perm), o);
+  }
+  KILN_CHECK(h % r == 0 && w % r == 0, Runtime, "[", op, "] expects height and width ", h, ", ", w,
+             " of input ", x.sizes(), " to be divisible by downscale_factor ", r);
+  s.insert(s.end(), {c, h / r, r, w / r, r});
+  for (int64_t i : {0, 2, 4, 1, 3}) perm.push_back(b + i);
+  Shape o = batch;
+  o.insert(o.end(), {c * r * r, h / r, w / r});
+  return reshape(permute(reshape(x, s), perm), o);
+}
+
+}  // namespace
+
+Tensor pixel_shuffle(const Tensor& input, int64_t upscale_factor) {
+  return shuffle(input, upscale_factor, true, "pixel_shuffle");
+}
+
+Tensor pixel_unshuffle(const Tensor& input, int64_t downscale_factor) {
+  return shuffle(input, downscale_factor, false, "pixel_unshuffle");
+}
+
+}  // namespace kiln
