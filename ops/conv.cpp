@@ -24,6 +24,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/saved_tensor.h"
 #include "core/error.h"
+#include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -204,6 +205,8 @@ Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias) {
 Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                  const Dims& stride, const Dims& lo, const Dims& hi, const Dims& dilation,
                  int64_t groups, const char* op) {
+  if (auto ac = autocast_args(op, {input, weight, bias ? *bias : Tensor()}))
+    return conv_impl((*ac)[0], (*ac)[1], ac->opt(2), stride, lo, hi, dilation, groups, op);
   const size_t n = stride.size();
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
@@ -331,6 +334,9 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
                          const std::optional<Tensor>& bias, const Dims& stride, const Dims& padding,
                          const Dims& output_padding, int64_t groups, const Dims& dilation,
                          const char* op) {
+  if (auto ac = autocast_args(op, {input, weight, bias ? *bias : Tensor()}))
+    return conv_transpose_nd((*ac)[0], (*ac)[1], ac->opt(2), stride, padding, output_padding,
+                             groups, dilation, op);
   const size_t n = stride.size();
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
