@@ -41,7 +41,6 @@ const std::vector<std::pair<std::string, Policy>>& own_entries() {
       {"cross_entropy", Policy::Float32},
       {"nll_loss", Policy::Float32},
       {"layer_norm", Policy::Float32},
-      {"rms_norm", Policy::Float32},
       {"normalize", Policy::Float32},
       {"cosine_similarity", Policy::Float32},
       {"norm", Policy::Float32},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/shape.h"
@@ -180,8 +181,10 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
 
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
                 const std::optional<Tensor>& weight, std::optional<double> eps) {
-  if (auto ac = autocast_args("rms_norm", {input, opt_arg(weight)}))
-    return rms_norm((*ac)[0], normalized_shape, ac->opt(1), eps);
+  // Not on the autocast lists (PyTorch 2.11 keeps rms_norm in its input's
+  // dtype under CUDA autocast), and its inner ops must not autocast either;
+  // half inputs still compute in float32 inside.
+  AutocastSuspend keep_input_dtype;
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, std::nullopt, "rms_norm");
   const double e = eps ? *eps : machine_epsilon(input.dtype());
   if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&

@@ -91,7 +91,6 @@ CASES = {
     "nll_loss": ("fp32", lambda M, r, t: M.nn.functional.nll_loss(r(3, 4), t(0, 3, 1))),
     "layer_norm": ("fp32",
                    lambda M, r, t: M.nn.functional.layer_norm(r(3, 4), (4,), r(4), r(4))),
-    "rms_norm": ("fp32", lambda M, r, t: M.nn.functional.rms_norm(r(3, 4), (4,), r(4))),
     "normalize": ("fp32", lambda M, r, t: M.nn.functional.normalize(r(3, 4))),
     "cosine_similarity": ("fp32",
                           lambda M, r, t: M.nn.functional.cosine_similarity(r(3, 4), r(3, 4))),
