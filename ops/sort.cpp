@@ -9,6 +9,8 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/index.h"
+#include "ops/shape.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/view.h"
@@ -203,9 +205,48 @@ Tensor median(const Tensor& x) {
   return std::get<0>(median(reshape(x, {x.numel()}), 0, false));
 }
 
+namespace {
+
+// unique(dim=d): the distinct slices along d, in lexicographic order. Built
+// from sorting and indexing ops, so it runs on every device: stable argsorts
+// by each column from the last to the first order the rows, then a row
+// starts a group where it differs from the one before it.
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& x, int64_t dim) {
+  GradModeGuard no_grad(false);
+  const int64_t d = wrap_dim(dim, x.dim(), "unique");
+  const Device dev = x.device();
+  Tensor moved = contiguous(movedim(detach(x), d, 0));
+  const int64_t n = moved.size(0);
+  if (n == 0) {
+    return {clone(x), make_tensor({0}, DType::Int64, dev), make_tensor({0}, DType::Int64, dev)};
+  }
+  Tensor rows = reshape(moved, {n, moved.numel() / n});
+  Tensor order = arange(0, n, 1, DType::Int64, dev);
+  for (int64_t c = rows.size(1) - 1; c >= 0; --c) {
+    Tensor key = index_select(select(rows, 1, c), 0, order);
+    order = index_select(order, 0, argsort(key, 0, false, /*stable=*/true));
+  }
+  Tensor sorted = index_select(rows, 0, order);
+  Tensor differs = any(ne(narrow(sorted, 0, 1, n - 1), narrow(sorted, 0, 0, n - 1)),
+                       std::vector<int64_t>{1});
+  Tensor starts = cat({ones({1}, DType::Bool, dev), differs}, 0);
+  Tensor group = sub(cumsum(starts, 0, DType::Int64), Scalar(1));
+  Tensor first_rows = reshape(nonzero(starts), {-1});
+  const int64_t groups = first_rows.size(0);
+  Shape out_shape = moved.sizes();
+  out_shape[0] = groups;
+  Tensor out = movedim(reshape(index_select(sorted, 0, first_rows), out_shape), 0, d);
+  Tensor inverse = scatter(make_tensor({n}, DType::Int64, dev), 0, order, group);
+  Tensor counts = index_add(zeros({groups}, DType::Int64, dev), 0, group,
+                            ones({n}, DType::Int64, dev));
+  return {contiguous(out), inverse, counts};
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool /*sorted*/,
                                           std::optional<int64_t> dim) {
-  KILN_CHECK(!dim, NotImplemented, "[unique] dim=", dim.value_or(0), " is not supported yet");
+  if (dim) return unique_dim(x, *dim);
   // Output is always sorted, which sorted=False permits.
   const int64_t n = x.numel();
   Device dev = x.device();

@@ -201,5 +201,25 @@ def test_unique_return_forms():
     assert_close(kiln.unique(noncontig(b)), np.unique(b))
     assert tuple(kiln.unique(kiln.tensor(np.zeros((0,)))).shape) == (0,)
     assert_close(kiln.unique(kiln.tensor(4.0)), [4.0])
-    with pytest.raises(NotImplementedError, match=r"\[unique\]"):
-        kiln.unique(t, dim=0)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1, 2])
+def test_unique_along_a_dim_matches_numpy(dim):
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 2, (6, 3, 2)).astype(np.int64)
+    x[3] = x[1]  # guaranteed repeats along dim 0
+    out, inverse, counts = kiln.unique(kiln.tensor(x), dim=dim, return_inverse=True,
+                                       return_counts=True)
+    u, inv, cnt = np.unique(x, axis=dim, return_inverse=True, return_counts=True)
+    assert out.tolist() == u.tolist()
+    assert inverse.tolist() == inv.ravel().tolist() and counts.tolist() == cnt.tolist()
+    f = kiln.tensor(x.astype(np.float64)).t() if x.ndim == 2 else kiln.tensor(x * 0.5)
+    assert kiln.unique(f, dim=dim).tolist() == np.unique(x * 0.5, axis=dim).tolist()
+
+
+def test_unique_along_a_dim_of_empty_and_bad_dim():
+    out, inverse, counts = kiln.unique(kiln.zeros(0, 3), dim=0, return_inverse=True,
+                                       return_counts=True)
+    assert out.shape == (0, 3) and inverse.shape == (0,) and counts.shape == (0,)
+    with pytest.raises(IndexError, match=r"\[unique\]"):
+        kiln.unique(kiln.ones(2, 2), dim=2)

@@ -194,13 +194,16 @@ def test_unique(device):
         check(fn, [x], device)
 
 
-@pytest.mark.xfail(strict=True, raises=NotImplementedError, reason="kiln: unique has no dim")
 @pytest.mark.parametrize("device", DEVICES)
 def test_unique_dim(device):
     rows = Fixed(np.array([[1, 2], [0, 5], [1, 2], [0, 5], [0, 1]]))
     check(lambda lib, x: lib.unique(x, dim=0, return_inverse=True, return_counts=True), [rows],
           device)
     check(lambda lib, x: lib.unique(x, dim=1), [rows], device)
+    cube = Fixed(np.array([[[1, 0], [2, 2]], [[1, 0], [2, 2]], [[0, 3], [1, 1]]]))
+    check(lambda lib, x: lib.unique(x, dim=0, return_inverse=True, return_counts=True), [cube],
+          device)
+    check(lambda lib, x: lib.unique(x, dim=-1, return_counts=True), [cube], device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
