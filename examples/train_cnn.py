@@ -68,6 +68,9 @@ def main(argv=None):
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--device", default=best_device())
     parser.add_argument("--synthetic", action="store_true", help="no scikit-learn needed")
+    parser.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off",
+                        help="mixed precision: bfloat16 autocast, or float16 autocast with a "
+                             "GradScaler")
     args = parser.parse_args(argv)
 
     kiln.manual_seed(0)
@@ -79,9 +82,12 @@ def main(argv=None):
     model = make_model().to(device)
     optimizer = kiln.optim.Adam(model.parameters(), lr=args.lr)
     scheduler = kiln.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
+    amp_dtype = {"off": None, "bf16": kiln.bfloat16, "fp16": kiln.float16}[args.amp]
+    scaler = kiln.amp.GradScaler(device.type, enabled=args.amp == "fp16")
 
     what = "synthetic images" if args.synthetic else "digits"
-    print(f"training a CNN on {len(train_set)} {what} (1x32x32) on {device}")
+    print(f"training a CNN on {len(train_set)} {what} (1x32x32) on {device}"
+          + ("" if amp_dtype is None else f" with {args.amp} autocast"))
     start = time.perf_counter()
     for epoch in range(args.epochs):
         model.train()
@@ -89,10 +95,12 @@ def main(argv=None):
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            total += loss.detach()
+            with kiln.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = F.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            total += loss.detach().float()
         scheduler.step()
         print(f"epoch {epoch + 1:3d}  train loss {total.item() / len(loader):.4f}")
     elapsed = time.perf_counter() - start

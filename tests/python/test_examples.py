@@ -55,3 +55,15 @@ def test_digits_example_mixed_precision_reaches_fp32_accuracy(tmp_path, amp):
     assert accuracy >= 0.97
     scaler_state = kiln.load(str(tmp_path / "digits_mlp.safetensors"))["scaler"]
     assert (scaler_state["scale"] > 0) if amp == "fp16" else scaler_state == {}
+
+
+@requires_gpu
+@pytest.mark.parametrize("amp", ["off", "bf16", "fp16"])
+def test_cnn_example_reaches_accuracy_in_every_precision(amp):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_cnn.py"),
+                          "--amp", amp], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "on cuda" in out.stdout
+    accuracy = float(re.search(r"test accuracy: ([0-9.]+)", out.stdout).group(1))
+    assert accuracy >= 0.97
