@@ -7,15 +7,13 @@ throughputs (GB/s, TFLOP/s) the ratio is PyTorch / kiln for the same reason.
 """
 
 import argparse
-import statistics
-import time
-
 import numpy as np
 
 import kiln
 import ops
 import optim as optim_bench
 import training
+from timing import per_call_us
 
 try:
     import torch
@@ -25,18 +23,9 @@ except ImportError:
 
 def step_ms(mod, step, device, iters=20, repeats=5):
     """Milliseconds per training step, the clock stopped after a device sync."""
-    sync = mod.cuda.synchronize if device == "cuda" else (lambda: None)
-    for _ in range(3):
-        step()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        sync()
-        samples.append((time.perf_counter() - t0) / iters * 1e3)
-    return statistics.median(samples)
+    sync = mod.cuda.synchronize if device == "cuda" else None
+    return per_call_us(step, iters, repeats=repeats, sync=sync, warmup=3,
+                       include_device=True) / 1e3
 
 
 def wide_mlp_step(mod, mode, device="cuda", width=4096, batch=8192):

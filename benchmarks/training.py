@@ -7,12 +7,10 @@ GPU finishing the work.
     PYTHONPATH=python python3 benchmarks/training.py
 """
 
-import statistics
-import time
-
 import numpy as np
 
 import kiln
+from timing import per_call_us
 
 try:
     import torch
@@ -35,18 +33,8 @@ def mlp_step_us(mod, device, iters=300, repeats=7):
         loss.backward()
         optimizer.step()
 
-    sync = mod.cuda.synchronize if device == "cuda" else (lambda: None)
-    for _ in range(50):
-        step()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        sync()
-        samples.append((time.perf_counter() - t0) / iters * 1e6)
-    return statistics.median(samples)
+    sync = mod.cuda.synchronize if device == "cuda" else None
+    return per_call_us(step, iters, repeats=repeats, sync=sync, warmup=50, include_device=True)
 
 
 def main():
