@@ -134,6 +134,11 @@ struct Backend {
   void (*cross_entropy_backward)(const Tensor& grad_logits, const Tensor& grad_loss,
                                  const Tensor& logits, const Tensor& lse, const Tensor& target,
                                  const Tensor& weight, int64_t ignore_index) = nullptr;
+  // GradScaler's unscale: every g *= inv_scale[0] in place, and found_inf[0] = 1 when any
+  // element of any g is inf/NaN (left as is otherwise). grads: contiguous, on this device,
+  // floating; found_inf and inv_scale: one-element float32 tensors on this device.
+  void (*amp_unscale)(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                      const Tensor& inv_scale) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

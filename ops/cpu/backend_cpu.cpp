@@ -33,6 +33,7 @@ const Backend& backend() {
     b.layer_norm_backward = layer_norm_backward_kernel;
     b.cross_entropy_forward = cross_entropy_forward_kernel;
     b.cross_entropy_backward = cross_entropy_backward_kernel;
+    b.amp_unscale = amp_unscale_kernel;
     return b;
   }();
   return table;

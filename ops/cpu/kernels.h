@@ -48,5 +48,7 @@ void cross_entropy_forward_kernel(const Tensor& loss, const Tensor& lse, const T
 void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad_loss,
                                    const Tensor& logits, const Tensor& lse, const Tensor& target,
                                    const Tensor& weight, int64_t ignore_index);
+void amp_unscale_kernel(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                        const Tensor& inv_scale);
 
 }  // namespace kiln::cpu
