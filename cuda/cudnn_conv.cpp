@@ -52,10 +52,12 @@ struct Problem {
 };
 
 [[noreturn]] void fail_cudnn(cudnnStatus_t status, const char* call, const Problem& p) {
-  ErrorKind kind = status == CUDNN_STATUS_ALLOC_FAILED ? ErrorKind::OutOfMemory : ErrorKind::Runtime;
-  fail(kind, "[", p.op, "] cuDNN error: ", cudnnGetErrorString(status), " in ", call, " (input ",
-       p.x, ", weight ", p.w, ", output ", p.y, ", ", p.dtype, ", stride ", p.g.stride,
-       ", padding ", p.g.padding, ", dilation ", p.g.dilation, ", groups ", p.g.groups,
+  const bool oom = status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                   status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+  fail(oom ? ErrorKind::OutOfMemory : ErrorKind::Runtime, "[", p.op,
+       "] cuDNN error: ", cudnnGetErrorString(status), " in ", call, " (input ", p.x, ", weight ",
+       p.w, ", output ", p.y, ", ", p.dtype, ", stride ", p.g.stride, ", padding ", p.g.padding,
+       ", dilation ", p.g.dilation, ", groups ", p.g.groups,
        p.g.channels_last ? ", channels_last)" : ")");
 }
 
@@ -63,11 +65,20 @@ void check(cudnnStatus_t status, const char* call, const Problem& p) {
   if (status != CUDNN_STATUS_SUCCESS) fail_cudnn(status, call, p);
 }
 
-// false when cuDNN cannot handle the problem (the caller composes instead); throws otherwise.
+// false when cuDNN has no kernel for this problem's shape, dtype or layout (the
+// caller composes instead); other failures, a broken install among them, throw.
 bool supported(cudnnStatus_t status, const char* call, const Problem& p) {
-  if (status == CUDNN_STATUS_NOT_SUPPORTED) return false;
-  check(status, call, p);
-  return true;
+  switch (status) {
+    case CUDNN_STATUS_SUCCESS: return true;
+    case CUDNN_STATUS_NOT_SUPPORTED:
+    case CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN:
+    case CUDNN_STATUS_NOT_SUPPORTED_SHAPE:
+    case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE:
+    case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT:
+    case CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT:
+    case CUDNN_STATUS_NOT_SUPPORTED_PADDING: return false;
+    default: fail_cudnn(status, call, p);
+  }
 }
 
 // One handle per device per thread (a handle is not thread-safe), bound to the
