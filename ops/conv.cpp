@@ -199,11 +199,15 @@ void check_operands(const Tensor& input, const Tensor& weight, const std::option
   }
 }
 
-Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias) {
+// `in_place` (for a result nothing else holds yet) keeps the result's layout,
+// channels_last included; an out-of-place add returns a contiguous tensor.
+Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias, bool in_place = false) {
   if (!bias) return out;
   Shape s(static_cast<size_t>(out.dim()), 1);
   s[1] = bias->size(0);
-  return add(out, reshape(*bias, s));
+  if (!in_place) return add(out, reshape(*bias, s));
+  add_(out, reshape(*bias, s), Scalar(1));
+  return out;
 }
 
 // The composed gradients of conv (Note [Convolution as GEMM]) for the inputs
@@ -312,13 +316,14 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
   if (!int32_sized({input.sizes(), weight.sizes(), y_size})) return Tensor();
   // The libraries pad symmetrically: the extra element of an odd 'same' padding
   // joins the input (differentiably, ahead of the node).
+  const bool cl = channels_last(input) || channels_last(weight);
   Tensor x = input;
   if (lo != hi) {
     Dims extra(n);
     for (size_t i = 0; i < n; ++i) extra[i] = hi[i] - lo[i];
     x = pad_spatial(input, Dims(n, 0), extra, 0.0);
   }
-  const ConvGeometry geo{stride, lo, dilation, groups, channels_last(x) || channels_last(weight)};
+  const ConvGeometry geo{stride, lo, dilation, groups, cl};
   Tensor y;
   {
     GradModeGuard no_grad(false);
@@ -419,7 +424,8 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
   Tensor y;
   if (const ConvBackend* cb = accelerated(x))
     y = accelerated_conv(*cb, x, weight, stride, lo, hi, dilation, groups, k, op);
-  if (!y.defined()) {
+  const bool fresh = y.defined();
+  if (!fresh) {
     const int64_t N = x.size(0), G = groups, CK = weight.size(1) * product(k);
     {
       // One node below owns the backward (Note [Convolution as GEMM]).
@@ -440,7 +446,7 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
              });
     }
   }
-  y = add_bias(y, bias);
+  y = add_bias(y, bias, fresh);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }
 
@@ -546,7 +552,8 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
   if (const ConvBackend* cb = accelerated(x))
     y = accelerated_conv_transpose(*cb, x, weight, stride, padding, hi, dilation, groups, k, out,
                                    blocks, op);
-  if (!y.defined()) {
+  const bool fresh = y.defined();
+  if (!fresh) {
     const int64_t N = x.size(0), G = groups, Cg = C / groups, Og = weight.size(1), K = product(k);
     {
       GradModeGuard no_grad(false);
@@ -565,7 +572,7 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
              });
     }
   }
-  y = add_bias(y, bias);
+  y = add_bias(y, bias, fresh);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }
 
