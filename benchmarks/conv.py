@@ -99,7 +99,8 @@ def main():
           f"tf32={'on' if args.tf32 else 'off'}, benchmark={args.benchmark}, "
           f"channels_last={args.channels_last}, kiln cuDNN "
           f"{kiln.backends.cudnn.version() if kiln.backends.cudnn.is_available() else 'absent'}")
-    header = f"{'layer':18s}{'kiln ms':>10s}{'torch ms':>10s}{'kiln/torch':>12s}{'kiln TFLOP/s':>14s}"
+    header = (f"{'layer':18s}{'kiln ms':>10s}{'torch ms':>10s}{'kiln/torch':>12s}"
+              f"{'kiln TFLOP/s':>14s}")
     if args.composed:
         header += f"{'composed ms':>13s}"
     print(header)

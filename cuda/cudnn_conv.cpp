@@ -69,15 +69,18 @@ void check(cudnnStatus_t status, const char* call, const Problem& p) {
 // caller composes instead); other failures, a broken install among them, throw.
 bool supported(cudnnStatus_t status, const char* call, const Problem& p) {
   switch (status) {
-    case CUDNN_STATUS_SUCCESS: return true;
+    case CUDNN_STATUS_SUCCESS:
+      return true;
     case CUDNN_STATUS_NOT_SUPPORTED:
     case CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN:
     case CUDNN_STATUS_NOT_SUPPORTED_SHAPE:
     case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE:
     case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT:
     case CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT:
-    case CUDNN_STATUS_NOT_SUPPORTED_PADDING: return false;
-    default: fail_cudnn(status, call, p);
+    case CUDNN_STATUS_NOT_SUPPORTED_PADDING:
+      return false;
+    default:
+      fail_cudnn(status, call, p);
   }
 }
 
@@ -99,10 +102,14 @@ cudnnHandle_t handle_for(const Problem& p) {
 
 cudnnDataType_t data_type(DType d) {
   switch (d) {
-    case DType::Float64: return CUDNN_DATA_DOUBLE;
-    case DType::Float16: return CUDNN_DATA_HALF;
-    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
+    case DType::Float64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::Float16:
+      return CUDNN_DATA_HALF;
+    case DType::BFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
   }
 }
 
@@ -114,8 +121,7 @@ cudnnMathType_t math_policy(DType d, bool allow_tf32) {
 }
 
 // The math type to run an algorithm with, or nullopt when the flags forbid what it needs.
-std::optional<cudnnMathType_t> math_for(cudnnMathType_t wanted, cudnnMathType_t policy,
-                                        DType d) {
+std::optional<cudnnMathType_t> math_for(cudnnMathType_t wanted, cudnnMathType_t policy, DType d) {
   const bool tensor_op =
       wanted == CUDNN_TENSOR_OP_MATH || wanted == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
   if (policy == CUDNN_FMA_MATH) {
@@ -129,7 +135,9 @@ std::optional<cudnnMathType_t> math_for(cudnnMathType_t wanted, cudnnMathType_t 
   return wanted;
 }
 
-std::vector<int> to_int(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
+std::vector<int> to_int(const std::vector<int64_t>& v) {
+  return std::vector<int>(v.begin(), v.end());
+}
 
 // Strides of a dense tensor of `sizes` ([N, C, *S]) in NCHW or NHWC order.
 std::vector<int> dense_strides(const Shape& sizes, bool channels_last) {
@@ -215,8 +223,7 @@ struct Forward {
   static constexpr const char* kRun = "cudnnConvolutionForward";
   static constexpr const char* kFind = "cudnnFindConvolutionForwardAlgorithmEx";
   static constexpr const char* kHeuristics = "cudnnGetConvolutionForwardAlgorithm_v7";
-  static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got,
-                                  Perf* r) {
+  static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got, Perf* r) {
     return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, r);
   }
   static cudnnStatus_t find(cudnnHandle_t h, const Descriptors& d, const Operands& o, int n,
@@ -242,8 +249,7 @@ struct BackwardData {
   static constexpr const char* kRun = "cudnnConvolutionBackwardData";
   static constexpr const char* kFind = "cudnnFindConvolutionBackwardDataAlgorithmEx";
   static constexpr const char* kHeuristics = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
-  static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got,
-                                  Perf* r) {
+  static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got, Perf* r) {
     return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, r);
   }
   static cudnnStatus_t find(cudnnHandle_t h, const Descriptors& d, const Operands& o, int n,
@@ -256,8 +262,8 @@ struct BackwardData {
   }
   static cudnnStatus_t run(cudnnHandle_t h, const Descriptors& d, const Operands& o, Algo a,
                            void* ws, size_t bytes, const void* one, const void* zero) {
-    return cudnnConvolutionBackwardData(h, one, d.w, o.w, d.y, o.y, d.conv, a, ws, bytes, zero,
-                                        d.x, o.x);
+    return cudnnConvolutionBackwardData(h, one, d.w, o.w, d.y, o.y, d.conv, a, ws, bytes, zero, d.x,
+                                        o.x);
   }
 };
 
@@ -269,14 +275,13 @@ struct BackwardFilter {
   static constexpr const char* kRun = "cudnnConvolutionBackwardFilter";
   static constexpr const char* kFind = "cudnnFindConvolutionBackwardFilterAlgorithmEx";
   static constexpr const char* kHeuristics = "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
-  static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got,
-                                  Perf* r) {
+  static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got, Perf* r) {
     return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, r);
   }
   static cudnnStatus_t find(cudnnHandle_t h, const Descriptors& d, const Operands& o, int n,
                             int* got, Perf* r, void* ws, size_t bytes) {
-    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, o.x, d.y, o.y, d.conv, d.w, o.w,
-                                                         n, got, r, ws, bytes);
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, o.x, d.y, o.y, d.conv, d.w, o.w, n,
+                                                         got, r, ws, bytes);
   }
   static cudnnStatus_t workspace(cudnnHandle_t h, const Descriptors& d, Algo a, size_t* bytes) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
@@ -488,8 +493,7 @@ Tensor unlift(const Tensor& t, size_t spatial) {
 Shape output_sizes(const Shape& x, const Shape& w, const ConvGeometry& g) {
   Shape y = {x[0], w[0]};
   for (size_t i = 0; i < g.stride.size(); ++i)
-    y.push_back((x[2 + i] + 2 * g.padding[i] - g.dilation[i] * (w[2 + i] - 1) - 1) /
-                    g.stride[i] +
+    y.push_back((x[2 + i] + 2 * g.padding[i] - g.dilation[i] * (w[2 + i] - 1) - 1) / g.stride[i] +
                 1);
   return y;
 }
@@ -497,8 +501,8 @@ Shape output_sizes(const Shape& x, const Shape& w, const ConvGeometry& g) {
 Problem problem(const char* op, const Tensor& any, const Shape& x, const Shape& w,
                 const ConvGeometry& g) {
   const ConvGeometry lg = lift(g);
-  return Problem{op,           any.device().index, any.dtype(), lg, lift(x), lift(w),
-                 lift(output_sizes(x, w, g))};
+  return Problem{op,      any.device().index,         any.dtype(), lg, lift(x),
+                 lift(w), lift(output_sizes(x, w, g))};
 }
 
 // --- entries -------------------------------------------------------------------
@@ -535,8 +539,7 @@ Tensor backward_filter(const Tensor& grad_output, const Tensor& x, const Shape& 
   const bool cl = p.g.channels_last;
   Tensor gy = lift(in_layout(grad_output, cl)), xl = lift(in_layout(x, cl));
   Tensor gw = empty_in_layout(p.w, x.dtype(), x.device(), cl);
-  if (!run_pass<BackwardFilter>(p, {xl.data_ptr(), gw.data_ptr(), gy.data_ptr()}))
-    return Tensor();
+  if (!run_pass<BackwardFilter>(p, {xl.data_ptr(), gw.data_ptr(), gy.data_ptr()})) return Tensor();
   return unlift(gw, g.stride.size());
 }
 

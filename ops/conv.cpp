@@ -271,8 +271,8 @@ const ConvBackend* accelerated(const Tensor& x) {
   const ConvBackend* b = conv_backend(x.device().type);
   if (!b || !backend_flags().cudnn_enabled) return nullptr;
   const DType d = x.dtype();
-  const bool floating = d == DType::Float32 || d == DType::Float64 || d == DType::Float16 ||
-                        d == DType::BFloat16;
+  const bool floating =
+      d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;
   return floating ? b : nullptr;
 }
 
@@ -343,9 +343,8 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
            Tensor gx = want_x ? cb->backward_data(g[0], wv, xv.sizes(), geo, op) : Tensor();
            Tensor gw = want_w ? cb->backward_filter(g[0], xv, wv.sizes(), geo, op) : Tensor();
            if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
-             Grads c = conv_backward(xv, wv, g[0], want_x && !gx.defined(),
-                                     want_w && !gw.defined(), k, out, geo.stride, p, p,
-                                     geo.dilation, geo.groups, op);
+             Grads c = conv_backward(xv, wv, g[0], want_x && !gx.defined(), want_w && !gw.defined(),
+                                     k, out, geo.stride, p, p, geo.dilation, geo.groups, op);
              if (!gx.defined()) gx = c[0];
              if (!gw.defined()) gw = c[1];
            }
@@ -441,8 +440,8 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
              [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G,
               op](const Grads& g, Node& self) -> Grads {
                return conv_backward(sx.unpack(self), sw.unpack(self), g[0],
-                                    self.next_edges[0].valid(), self.next_edges[1].valid(), k,
-                                    out, stride, lo, hi, dilation, G, op);
+                                    self.next_edges[0].valid(), self.next_edges[1].valid(), k, out,
+                                    stride, lo, hi, dilation, G, op);
              });
     }
   }
@@ -565,10 +564,9 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
       record(op, {x, weight}, {y},
              [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi,
               dilation, G, op](const Grads& g, Node& self) -> Grads {
-               return conv_transpose_backward(sx.unpack(self), sw.unpack(self), g[0],
-                                              self.next_edges[0].valid(),
-                                              self.next_edges[1].valid(), k, blocks, stride,
-                                              padding, hi, dilation, G, op);
+               return conv_transpose_backward(
+                   sx.unpack(self), sw.unpack(self), g[0], self.next_edges[0].valid(),
+                   self.next_edges[1].valid(), k, blocks, stride, padding, hi, dilation, G, op);
              });
     }
   }
