@@ -21,7 +21,7 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -457,10 +457,18 @@ std::vector<int64_t> from_nhwc(int64_t rank) {
   return perm;
 }
 
+// A contiguous copy of `t` unless it is already contiguous and starts on a
+// 16-byte boundary (a view into the middle of a tensor may not, and cuDNN's
+// vectorized kernels assume it).
+Tensor dense(const Tensor& t) {
+  if (t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0) return t;
+  return clone(t);
+}
+
 // `t` dense in the geometry's layout (a no-op when it already is).
 Tensor in_layout(const Tensor& t, bool channels_last) {
-  if (!channels_last) return contiguous(t);
-  return permute(contiguous(permute(t, to_nhwc(t.dim()))), from_nhwc(t.dim()));
+  if (!channels_last) return dense(t);
+  return permute(dense(permute(t, to_nhwc(t.dim()))), from_nhwc(t.dim()));
 }
 
 Tensor empty_in_layout(const Shape& sizes, DType dtype, Device device, bool channels_last) {
