@@ -199,15 +199,11 @@ void check_operands(const Tensor& input, const Tensor& weight, const std::option
   }
 }
 
-// `in_place` (for a result nothing else holds yet) keeps the result's layout,
-// channels_last included; an out-of-place add returns a contiguous tensor.
-Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias, bool in_place = false) {
+Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias) {
   if (!bias) return out;
   Shape s(static_cast<size_t>(out.dim()), 1);
   s[1] = bias->size(0);
-  if (!in_place) return add(out, reshape(*bias, s));
-  add_(out, reshape(*bias, s), Scalar(1));
-  return out;
+  return add(out, reshape(*bias, s));
 }
 
 // The composed gradients of conv (Note [Convolution as GEMM]) for the inputs
@@ -303,9 +299,33 @@ bool channels_last(const Tensor& t) {
   return dense(0);
 }
 
+// The accelerated node's inputs: x, weight and the bias when there is one.
+std::vector<Tensor> node_inputs(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b) {
+  return b ? std::vector<Tensor>{x, w, *b} : std::vector<Tensor>{x, w};
+}
+
+// Adds the bias to a fresh accelerated result, in place, outside autograd (the
+// node's backward sums the bias gradient): one pass, and the result keeps its
+// layout (an out-of-place add would return it contiguous, not channels_last).
+void add_bias_in_place(const Tensor& y, const std::optional<Tensor>& bias) {
+  if (!bias) return;
+  GradModeGuard no_grad(false);
+  Shape s(static_cast<size_t>(y.dim()), 1);
+  s[1] = bias->size(0);
+  add_(y, reshape(*bias, s), Scalar(1));
+}
+
+// The bias gradient: the output gradient summed over the batch and spatial dims.
+Tensor bias_grad(const Tensor& g) {
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
+  return sum(g, dims);
+}
+
 Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor& weight,
-                        const Dims& stride, const Dims& lo, const Dims& hi, const Dims& dilation,
-                        int64_t groups, const Dims& k, const char* op) {
+                        const std::optional<Tensor>& bias, const Dims& stride, const Dims& lo,
+                        const Dims& hi, const Dims& dilation, int64_t groups, const Dims& k,
+                        const char* op) {
   const size_t n = k.size();
   Shape y_size = {input.size(0), weight.size(0)};
   for (size_t i = 0; i < n; ++i) {
@@ -329,17 +349,26 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
     GradModeGuard no_grad(false);
     y = cb.forward(x, weight, geo, op);
   }
-  if (!y.defined() || !needs_grad({x, weight})) return y;
+  if (!y.defined()) return y;
+  add_bias_in_place(y, bias);
+  const std::vector<Tensor> inputs = node_inputs(x, weight, bias);
+  if (!needs_grad(inputs)) return y;
   const Dims out(y.sizes().begin() + 2, y.sizes().end());
-  record(op, {x, weight}, {y},
+  record(op, inputs, {y},
          [sx = SavedTensor(x), sw = SavedTensor(weight), cb = &cb, geo, k, out, op](
              const Grads& g, Node& self) -> Grads {
            Tensor xv = sx.unpack(self), wv = sw.unpack(self);
            const bool want_x = self.next_edges[0].valid(), want_w = self.next_edges[1].valid();
+           Grads grads;
+           if (self.next_edges.size() > 2)
+             grads.push_back(self.next_edges[2].valid() ? bias_grad(g[0]) : Tensor());
            const Dims& p = geo.padding;
-           if (GradMode::is_enabled())
-             return conv_backward(xv, wv, g[0], want_x, want_w, k, out, geo.stride, p, p,
-                                  geo.dilation, geo.groups, op);
+           if (GradMode::is_enabled()) {
+             Grads c = conv_backward(xv, wv, g[0], want_x, want_w, k, out, geo.stride, p, p,
+                                     geo.dilation, geo.groups, op);
+             grads.insert(grads.begin(), c.begin(), c.end());
+             return grads;
+           }
            Tensor gx = want_x ? cb->backward_data(g[0], wv, xv.sizes(), geo, op) : Tensor();
            Tensor gw = want_w ? cb->backward_filter(g[0], xv, wv.sizes(), geo, op) : Tensor();
            if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
@@ -348,15 +377,17 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
              if (!gx.defined()) gx = c[0];
              if (!gw.defined()) gw = c[1];
            }
-           return {gx, gw};
+           grads.insert(grads.begin(), {gx, gw});
+           return grads;
          });
   return y;
 }
 
 Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const Tensor& weight,
-                                  const Dims& stride, const Dims& padding, const Dims& hi,
-                                  const Dims& dilation, int64_t groups, const Dims& k,
-                                  const Dims& out, const Dims& blocks, const char* op) {
+                                  const std::optional<Tensor>& bias, const Dims& stride,
+                                  const Dims& padding, const Dims& hi, const Dims& dilation,
+                                  int64_t groups, const Dims& k, const Dims& out,
+                                  const Dims& blocks, const char* op) {
   const size_t n = k.size();
   Shape y_size = {x.size(0), weight.size(1) * groups};
   for (size_t i = 0; i < n; ++i) {
@@ -374,17 +405,27 @@ Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const 
     GradModeGuard no_grad(false);
     y = cb.backward_data(x, weight, y_size, geo, op);
   }
-  if (!y.defined() || !needs_grad({x, weight})) return y;
-  record(op, {x, weight}, {y},
+  if (!y.defined()) return y;
+  add_bias_in_place(y, bias);
+  const std::vector<Tensor> inputs = node_inputs(x, weight, bias);
+  if (!needs_grad(inputs)) return y;
+  record(op, inputs, {y},
          [sx = SavedTensor(x), sw = SavedTensor(weight), cb = &cb, geo, k, blocks, hi, op](
              const Grads& g, Node& self) -> Grads {
            Tensor xv = sx.unpack(self), wv = sw.unpack(self);
            const bool want_x = self.next_edges[0].valid(), want_w = self.next_edges[1].valid();
+           Grads grads;
+           if (self.next_edges.size() > 2)
+             grads.push_back(self.next_edges[2].valid() ? bias_grad(g[0]) : Tensor());
            auto composed = [&](bool cx, bool cw) {
              return conv_transpose_backward(xv, wv, g[0], cx, cw, k, blocks, geo.stride,
                                             geo.padding, hi, geo.dilation, geo.groups, op);
            };
-           if (GradMode::is_enabled()) return composed(want_x, want_w);
+           if (GradMode::is_enabled()) {
+             Grads c = composed(want_x, want_w);
+             grads.insert(grads.begin(), c.begin(), c.end());
+             return grads;
+           }
            // In the conv whose backward-data this op is, g is the input and x the output gradient.
            Tensor gx = want_x ? cb->forward(g[0], wv, geo, op) : Tensor();
            Tensor gw = want_w ? cb->backward_filter(xv, g[0], wv.sizes(), geo, op) : Tensor();
@@ -393,7 +434,8 @@ Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const 
              if (!gx.defined()) gx = c[0];
              if (!gw.defined()) gw = c[1];
            }
-           return {gx, gw};
+           grads.insert(grads.begin(), {gx, gw});
+           return grads;
          });
   return y;
 }
@@ -420,32 +462,31 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
              weight.size(1) * groups, " channels, but got ", x.size(1), " channels instead");
   check_operands(x, weight, bias, O, op);
   Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out;
-  Tensor y;
-  if (const ConvBackend* cb = accelerated(x))
-    y = accelerated_conv(*cb, x, weight, stride, lo, hi, dilation, groups, k, op);
-  const bool fresh = y.defined();
-  if (!fresh) {
-    const int64_t N = x.size(0), G = groups, CK = weight.size(1) * product(k);
-    {
-      // One node below owns the backward (Note [Convolution as GEMM]).
-      GradModeGuard no_grad(false);
-      Tensor cols = im2col_impl(x, k, dilation, lo, hi, stride, out, op, true);
-      y = matmul(reshape(weight, {G, O / G, CK}), reshape(cols, {G, CK, N * product(out)}));
-    }
-    Shape shape = {N, O};
-    shape.insert(shape.end(), out.begin(), out.end());
-    y = reshape(from_batch_last(y, N), shape);
-    if (needs_grad({x, weight})) {
-      record(op, {x, weight}, {y},
-             [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G,
-              op](const Grads& g, Node& self) -> Grads {
-               return conv_backward(sx.unpack(self), sw.unpack(self), g[0],
-                                    self.next_edges[0].valid(), self.next_edges[1].valid(), k, out,
-                                    stride, lo, hi, dilation, G, op);
-             });
-    }
+  if (const ConvBackend* cb = accelerated(x)) {
+    Tensor y = accelerated_conv(*cb, x, weight, bias, stride, lo, hi, dilation, groups, k, op);
+    if (y.defined()) return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
   }
-  y = add_bias(y, bias, fresh);
+  const int64_t N = x.size(0), G = groups, CK = weight.size(1) * product(k);
+  Tensor y;
+  {
+    // One node below owns the backward (Note [Convolution as GEMM]).
+    GradModeGuard no_grad(false);
+    Tensor cols = im2col_impl(x, k, dilation, lo, hi, stride, out, op, true);
+    y = matmul(reshape(weight, {G, O / G, CK}), reshape(cols, {G, CK, N * product(out)}));
+  }
+  Shape shape = {N, O};
+  shape.insert(shape.end(), out.begin(), out.end());
+  y = reshape(from_batch_last(y, N), shape);
+  if (needs_grad({x, weight})) {
+    record(op, {x, weight}, {y},
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G, op](
+               const Grads& g, Node& self) -> Grads {
+             return conv_backward(sx.unpack(self), sw.unpack(self), g[0],
+                                  self.next_edges[0].valid(), self.next_edges[1].valid(), k, out,
+                                  stride, lo, hi, dilation, G, op);
+           });
+  }
+  y = add_bias(y, bias);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }
 
@@ -547,30 +588,29 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
                " is too small");
     hi[i] = padding[i] - output_padding[i];
   }
-  Tensor y;
-  if (const ConvBackend* cb = accelerated(x))
-    y = accelerated_conv_transpose(*cb, x, weight, stride, padding, hi, dilation, groups, k, out,
-                                   blocks, op);
-  const bool fresh = y.defined();
-  if (!fresh) {
-    const int64_t N = x.size(0), G = groups, Cg = C / groups, Og = weight.size(1), K = product(k);
-    {
-      GradModeGuard no_grad(false);
-      Tensor w = transpose(reshape(weight, {G, Cg, Og * K}), -1, -2);
-      Tensor cols = from_batch_last(matmul(w, to_batch_last(x, G)), N);  // [N, O * K, L]
-      y = col2im_impl(cols, out, k, dilation, padding, stride, blocks);
-    }
-    if (needs_grad({x, weight})) {
-      record(op, {x, weight}, {y},
-             [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi,
-              dilation, G, op](const Grads& g, Node& self) -> Grads {
-               return conv_transpose_backward(
-                   sx.unpack(self), sw.unpack(self), g[0], self.next_edges[0].valid(),
-                   self.next_edges[1].valid(), k, blocks, stride, padding, hi, dilation, G, op);
-             });
-    }
+  if (const ConvBackend* cb = accelerated(x)) {
+    Tensor y = accelerated_conv_transpose(*cb, x, weight, bias, stride, padding, hi, dilation,
+                                          groups, k, out, blocks, op);
+    if (y.defined()) return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
   }
-  y = add_bias(y, bias, fresh);
+  const int64_t N = x.size(0), G = groups, Cg = C / groups, Og = weight.size(1), K = product(k);
+  Tensor y;
+  {
+    GradModeGuard no_grad(false);
+    Tensor w = transpose(reshape(weight, {G, Cg, Og * K}), -1, -2);
+    Tensor cols = from_batch_last(matmul(w, to_batch_last(x, G)), N);  // [N, O * K, L]
+    y = col2im_impl(cols, out, k, dilation, padding, stride, blocks);
+  }
+  if (needs_grad({x, weight})) {
+    record(op, {x, weight}, {y},
+           [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi, dilation,
+            G, op](const Grads& g, Node& self) -> Grads {
+             return conv_transpose_backward(sx.unpack(self), sw.unpack(self), g[0],
+                                            self.next_edges[0].valid(), self.next_edges[1].valid(),
+                                            k, blocks, stride, padding, hi, dilation, G, op);
+           });
+  }
+  y = add_bias(y, bias);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }
 
