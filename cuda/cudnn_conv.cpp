@@ -17,8 +17,6 @@
 
 #include "cuda/cudnn_conv.h"
 
-#include <cudnn.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -30,6 +28,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/flags.h"
+#include "cuda/cudnn_api.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 #include "ops/conv_backend.h"
@@ -40,6 +39,9 @@
 namespace kiln::cuda {
 
 namespace {
+
+// Only reached after version() found the library (conv.cpp asks it first).
+const CudnnApi& dnn() { return *cudnn_api(); }
 
 // One pass's problem in cuDNN's terms: rank-4 or rank-5 sizes (1-d lifted to 2-d).
 struct Problem {
@@ -53,9 +55,9 @@ struct Problem {
 
 [[noreturn]] void fail_cudnn(cudnnStatus_t status, const char* call, const Problem& p) {
   fail(status == CUDNN_STATUS_ALLOC_FAILED ? ErrorKind::OutOfMemory : ErrorKind::Runtime, "[", p.op,
-       "] cuDNN error: ", cudnnGetErrorString(status), " in ", call, " (input ", p.x, ", weight ",
-       p.w, ", output ", p.y, ", ", p.dtype, ", stride ", p.g.stride, ", padding ", p.g.padding,
-       ", dilation ", p.g.dilation, ", groups ", p.g.groups,
+       "] cuDNN error: ", dnn().cudnnGetErrorString(status), " in ", call, " (input ", p.x,
+       ", weight ", p.w, ", output ", p.y, ", ", p.dtype, ", stride ", p.g.stride, ", padding ",
+       p.g.padding, ", dilation ", p.g.dilation, ", groups ", p.g.groups,
        p.g.channels_last ? ", channels_last)" : ")");
 }
 
@@ -82,10 +84,10 @@ cudnnHandle_t handle_for(const Problem& p) {
   if (it != handles.end()) {
     h = it->second;
   } else {
-    check(cudnnCreate(&h), "cudnnCreate", p);
+    check(dnn().cudnnCreate(&h), "cudnnCreate", p);
     handles.emplace(p.device, h);
   }
-  check(cudnnSetStream(h, stream_of(p.device)), "cudnnSetStream", p);
+  check(dnn().cudnnSetStream(h, stream_of(p.device)), "cudnnSetStream", p);
   return h;
 }
 
@@ -159,10 +161,10 @@ struct Descriptors {
   Descriptors(const Descriptors&) = delete;
   Descriptors& operator=(const Descriptors&) = delete;
   ~Descriptors() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (x) dnn().cudnnDestroyTensorDescriptor(x);
+    if (y) dnn().cudnnDestroyTensorDescriptor(y);
+    if (w) dnn().cudnnDestroyFilterDescriptor(w);
+    if (conv) dnn().cudnnDestroyConvolutionDescriptor(conv);
   }
 };
 
@@ -170,30 +172,32 @@ struct Descriptors {
 bool describe(Descriptors& d, const Problem& p, cudnnMathType_t math) {
   const cudnnDataType_t type = data_type(p.dtype);
   const int rank = p.rank();
-  check(cudnnCreateTensorDescriptor(&d.x), "cudnnCreateTensorDescriptor", p);
-  check(cudnnCreateTensorDescriptor(&d.y), "cudnnCreateTensorDescriptor", p);
-  check(cudnnCreateFilterDescriptor(&d.w), "cudnnCreateFilterDescriptor", p);
-  check(cudnnCreateConvolutionDescriptor(&d.conv), "cudnnCreateConvolutionDescriptor", p);
+  check(dnn().cudnnCreateTensorDescriptor(&d.x), "cudnnCreateTensorDescriptor", p);
+  check(dnn().cudnnCreateTensorDescriptor(&d.y), "cudnnCreateTensorDescriptor", p);
+  check(dnn().cudnnCreateFilterDescriptor(&d.w), "cudnnCreateFilterDescriptor", p);
+  check(dnn().cudnnCreateConvolutionDescriptor(&d.conv), "cudnnCreateConvolutionDescriptor", p);
   const std::vector<int> xs = to_int(p.x), ys = to_int(p.y), ws = to_int(p.w);
   const std::vector<int> pad = to_int(p.g.padding), stride = to_int(p.g.stride),
                          dil = to_int(p.g.dilation);
   const cudnnDataType_t compute = p.dtype == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  return supported(cudnnSetTensorNdDescriptor(d.x, type, rank, xs.data(),
-                                              dense_strides(p.x, p.g.channels_last).data()),
+  return supported(dnn().cudnnSetTensorNdDescriptor(d.x, type, rank, xs.data(),
+                                                    dense_strides(p.x, p.g.channels_last).data()),
                    "cudnnSetTensorNdDescriptor", p) &&
-         supported(cudnnSetTensorNdDescriptor(d.y, type, rank, ys.data(),
-                                              dense_strides(p.y, p.g.channels_last).data()),
+         supported(dnn().cudnnSetTensorNdDescriptor(d.y, type, rank, ys.data(),
+                                                    dense_strides(p.y, p.g.channels_last).data()),
                    "cudnnSetTensorNdDescriptor", p) &&
-         supported(cudnnSetFilterNdDescriptor(
+         supported(dnn().cudnnSetFilterNdDescriptor(
                        d.w, type, p.g.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, rank,
                        ws.data()),
                    "cudnnSetFilterNdDescriptor", p) &&
-         supported(cudnnSetConvolutionNdDescriptor(d.conv, rank - 2, pad.data(), stride.data(),
+         supported(
+             dnn().cudnnSetConvolutionNdDescriptor(d.conv, rank - 2, pad.data(), stride.data(),
                                                    dil.data(), CUDNN_CROSS_CORRELATION, compute),
-                   "cudnnSetConvolutionNdDescriptor", p) &&
-         supported(cudnnSetConvolutionGroupCount(d.conv, static_cast<int>(p.g.groups)),
+             "cudnnSetConvolutionNdDescriptor", p) &&
+         supported(dnn().cudnnSetConvolutionGroupCount(d.conv, static_cast<int>(p.g.groups)),
                    "cudnnSetConvolutionGroupCount", p) &&
-         supported(cudnnSetConvolutionMathType(d.conv, math), "cudnnSetConvolutionMathType", p);
+         supported(dnn().cudnnSetConvolutionMathType(d.conv, math), "cudnnSetConvolutionMathType",
+                   p);
 }
 
 // Device pointers of the three operands; which one is written depends on the pass.
@@ -213,20 +217,20 @@ struct Forward {
   static constexpr const char* kFind = "cudnnFindConvolutionForwardAlgorithmEx";
   static constexpr const char* kHeuristics = "cudnnGetConvolutionForwardAlgorithm_v7";
   static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got, Perf* r) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, r);
+    return dnn().cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, r);
   }
   static cudnnStatus_t find(cudnnHandle_t h, const Descriptors& d, const Operands& o, int n,
                             int* got, Perf* r, void* ws, size_t bytes) {
-    return cudnnFindConvolutionForwardAlgorithmEx(h, d.x, o.x, d.w, o.w, d.conv, d.y, o.y, n, got,
-                                                  r, ws, bytes);
+    return dnn().cudnnFindConvolutionForwardAlgorithmEx(h, d.x, o.x, d.w, o.w, d.conv, d.y, o.y, n,
+                                                        got, r, ws, bytes);
   }
   static cudnnStatus_t workspace(cudnnHandle_t h, const Descriptors& d, Algo a, size_t* bytes) {
-    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
+    return dnn().cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, bytes);
   }
   static cudnnStatus_t run(cudnnHandle_t h, const Descriptors& d, const Operands& o, Algo a,
                            void* ws, size_t bytes, const void* one, const void* zero) {
-    return cudnnConvolutionForward(h, one, d.x, o.x, d.w, o.w, d.conv, a, ws, bytes, zero, d.y,
-                                   o.y);
+    return dnn().cudnnConvolutionForward(h, one, d.x, o.x, d.w, o.w, d.conv, a, ws, bytes, zero,
+                                         d.y, o.y);
   }
 };
 
@@ -239,20 +243,20 @@ struct BackwardData {
   static constexpr const char* kFind = "cudnnFindConvolutionBackwardDataAlgorithmEx";
   static constexpr const char* kHeuristics = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
   static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got, Perf* r) {
-    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, r);
+    return dnn().cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, r);
   }
   static cudnnStatus_t find(cudnnHandle_t h, const Descriptors& d, const Operands& o, int n,
                             int* got, Perf* r, void* ws, size_t bytes) {
-    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, o.w, d.y, o.y, d.conv, d.x, o.x, n,
-                                                       got, r, ws, bytes);
+    return dnn().cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, o.w, d.y, o.y, d.conv, d.x,
+                                                             o.x, n, got, r, ws, bytes);
   }
   static cudnnStatus_t workspace(cudnnHandle_t h, const Descriptors& d, Algo a, size_t* bytes) {
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
+    return dnn().cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, bytes);
   }
   static cudnnStatus_t run(cudnnHandle_t h, const Descriptors& d, const Operands& o, Algo a,
                            void* ws, size_t bytes, const void* one, const void* zero) {
-    return cudnnConvolutionBackwardData(h, one, d.w, o.w, d.y, o.y, d.conv, a, ws, bytes, zero, d.x,
-                                        o.x);
+    return dnn().cudnnConvolutionBackwardData(h, one, d.w, o.w, d.y, o.y, d.conv, a, ws, bytes,
+                                              zero, d.x, o.x);
   }
 };
 
@@ -265,20 +269,20 @@ struct BackwardFilter {
   static constexpr const char* kFind = "cudnnFindConvolutionBackwardFilterAlgorithmEx";
   static constexpr const char* kHeuristics = "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
   static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int n, int* got, Perf* r) {
-    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, r);
+    return dnn().cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, r);
   }
   static cudnnStatus_t find(cudnnHandle_t h, const Descriptors& d, const Operands& o, int n,
                             int* got, Perf* r, void* ws, size_t bytes) {
-    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, o.x, d.y, o.y, d.conv, d.w, o.w, n,
-                                                         got, r, ws, bytes);
+    return dnn().cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, o.x, d.y, o.y, d.conv, d.w,
+                                                               o.w, n, got, r, ws, bytes);
   }
   static cudnnStatus_t workspace(cudnnHandle_t h, const Descriptors& d, Algo a, size_t* bytes) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
+    return dnn().cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, bytes);
   }
   static cudnnStatus_t run(cudnnHandle_t h, const Descriptors& d, const Operands& o, Algo a,
                            void* ws, size_t bytes, const void* one, const void* zero) {
-    return cudnnConvolutionBackwardFilter(h, one, d.x, o.x, d.y, o.y, d.conv, a, ws, bytes, zero,
-                                          d.w, o.w);
+    return dnn().cudnnConvolutionBackwardFilter(h, one, d.x, o.x, d.y, o.y, d.conv, a, ws, bytes,
+                                                zero, d.w, o.w);
   }
 };
 
@@ -338,7 +342,7 @@ std::optional<Choice> accept(cudnnHandle_t h, Descriptors& d, const Problem& p, 
   if (f.cudnn_deterministic && r.determinism != CUDNN_DETERMINISTIC) return std::nullopt;
   std::optional<cudnnMathType_t> math = math_for(r.mathType, policy, p.dtype);
   if (!math) return std::nullopt;
-  check(cudnnSetConvolutionMathType(d.conv, *math), "cudnnSetConvolutionMathType", p);
+  check(dnn().cudnnSetConvolutionMathType(d.conv, *math), "cudnnSetConvolutionMathType", p);
   size_t bytes = 0;
   if (Pass::workspace(h, d, r.algo, &bytes) != CUDNN_STATUS_SUCCESS) return std::nullopt;
   return Choice{static_cast<int>(r.algo), *math, bytes};
@@ -418,7 +422,7 @@ bool run_pass(const Problem& p, const Operands& o) {
     std::lock_guard<std::mutex> lock(cache_mutex());
     cache().emplace(key, *choice);
   }
-  check(cudnnSetConvolutionMathType(d.conv, choice->math), "cudnnSetConvolutionMathType", p);
+  check(dnn().cudnnSetConvolutionMathType(d.conv, choice->math), "cudnnSetConvolutionMathType", p);
   Tensor ws = choice->workspace ? workspace_tensor(choice->workspace, p.device) : Tensor();
   const double one_d = 1.0, zero_d = 0.0;
   const float one_f = 1.f, zero_f = 0.f;
@@ -540,7 +544,10 @@ Tensor backward_filter(const Tensor& grad_output, const Tensor& x, const Shape& 
   return unlift(gw, g.stride.size());
 }
 
-int64_t version() { return static_cast<int64_t>(cudnnGetVersion()); }
+int64_t version() {
+  const CudnnApi* api = cudnn_api();
+  return api ? static_cast<int64_t>(api->cudnnGetVersion()) : 0;
+}
 
 }  // namespace
 

@@ -265,7 +265,7 @@ Grads conv_transpose_backward(const Tensor& xv, const Tensor& wv, const Tensor& 
 // the stride) or declines (an undefined result) compose as before.
 const ConvBackend* accelerated(const Tensor& x) {
   const ConvBackend* b = conv_backend(x.device().type);
-  if (!b || !backend_flags().cudnn_enabled) return nullptr;
+  if (!b || !backend_flags().cudnn_enabled || b->version() == 0) return nullptr;
   const DType d = x.dtype();
   const bool floating =
       d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;

@@ -27,7 +27,8 @@ struct ConvGeometry {
 // returns a new tensor in that layout, or an undefined Tensor when the library
 // has no algorithm for the problem (the caller then composes). Errors name `op`.
 struct ConvBackend {
-  // The library's version as one number (cuDNN: major * 10000 + minor * 100 + patch).
+  // The library's version as one number (cuDNN: major * 10000 + minor * 100 +
+  // patch), 0 when it cannot be loaded at run time (the other entries are then unusable).
   int64_t (*version)() = nullptr;
   // y = conv(x, w): x [N, C, *S], w [O, C / groups, *K] -> [N, O, *out].
   Tensor (*forward)(const Tensor& x, const Tensor& w, const ConvGeometry& g,

@@ -37,8 +37,9 @@ void init_flags(py::module_& m) {
   // cuDNN's version when this build has it (None otherwise), as in torch.backends.cudnn.
   m.def("_cudnn_version", []() -> py::object {
     const ConvBackend* b = conv_backend(DeviceType::CUDA);
-    if (!b) return py::none();
-    return py::int_(b->version());
+    const int64_t version = b ? b->version() : 0;
+    if (version == 0) return py::none();
+    return py::int_(version);
   });
   m.def("set_num_threads", &set_num_threads, py::arg("int"));
   m.def("get_num_threads", &get_num_threads);
