@@ -4,6 +4,11 @@
 
 #include <initializer_list>
 
+// CMake passes the library it found; the soname alone covers other builds.
+#ifndef KILN_CUDNN_LIBRARY_PATH
+#define KILN_CUDNN_LIBRARY_PATH "libcudnn.so"
+#endif
+
 namespace kiln::cuda {
 
 namespace {
