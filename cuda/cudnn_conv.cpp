@@ -160,6 +160,8 @@ struct Descriptors {
   Descriptors() = default;
   Descriptors(const Descriptors&) = delete;
   Descriptors& operator=(const Descriptors&) = delete;
+  // Destroy statuses are not checked: a destructor must not throw, and a
+  // failed destroy leaves nothing for the caller to act on.
   ~Descriptors() {
     if (x) dnn().cudnnDestroyTensorDescriptor(x);
     if (y) dnn().cudnnDestroyTensorDescriptor(y);
