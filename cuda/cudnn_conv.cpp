@@ -429,12 +429,16 @@ bool run_pass(const Problem& p, const Operands& o) {
   const double one_d = 1.0, zero_d = 0.0;
   const float one_f = 1.f, zero_f = 0.f;
   const bool f64 = p.dtype == DType::Float64;
-  check(Pass::run(h, d, o, static_cast<typename Pass::Algo>(choice->algo),
-                  choice->workspace ? ws.data_ptr() : nullptr, choice->workspace,
-                  f64 ? static_cast<const void*>(&one_d) : &one_f,
-                  f64 ? static_cast<const void*>(&zero_d) : &zero_f),
-        Pass::kRun, p);
-  return true;
+  const cudnnStatus_t status =
+      Pass::run(h, d, o, static_cast<typename Pass::Algo>(choice->algo),
+                choice->workspace ? ws.data_ptr() : nullptr, choice->workspace,
+                f64 ? static_cast<const void*>(&one_d) : &one_f,
+                f64 ? static_cast<const void*>(&zero_d) : &zero_f);
+  if (supported(status, Pass::kRun, p)) return true;
+  // An algorithm the heuristics offered but cannot run: forget it, compose this time.
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  cache().erase(key);
+  return false;
 }
 
 // --- layouts -------------------------------------------------------------------
