@@ -20,6 +20,8 @@ const bool g_registered = [] {
   install_softmax_kernels(table);
   install_layer_norm_kernels(table);
   install_cross_entropy_kernels(table);
+  install_batch_norm_kernels(table);
+  install_pooling_kernels(table);
   register_cuda_backend(&table);
   return true;
 }();
