@@ -1,8 +1,10 @@
-// CPU twins of the direct 2-d pooling kernels (Note [Direct pooling kernels] in ops/pool2d.h).
-// Work is split over (n, row) pairs; within a row the loops follow the memory order of the
-// layout (w then c for NHWC, c then w for NCHW). Half types accumulate in float.
+// CPU twins of the direct 2-d pooling kernels (Note [Direct pooling kernels] in ops/pool2d.h),
+// one (n, c) plane per task. Unlike the CUDA kernels the backward scatters: a plane belongs to
+// one thread, so adding each output's gradient into its window needs no atomics and skips
+// the search for the outputs that cover an input. Half types accumulate in float.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
@@ -12,52 +14,80 @@ namespace kiln::cpu {
 
 namespace {
 
-// f(n, c, a, b) for every position of an [N, C, A, B] tensor, rows (n, a) in parallel.
+// A plane (n, c) of a pooling input or output: element (a, b) of an [A, B] plane sits at
+// base + (a * B + b) * step, step 1 for NCHW and C for NHWC.
+struct Plane {
+  int64_t base, step;
+};
+
+Plane in_plane(const Pool2dParams& p, int64_t plane) {
+  const int64_t n = plane / p.C, c = plane % p.C;
+  return {p.in_offset(n, c, 0, 0), p.channels_last ? p.C : 1};
+}
+
+Plane out_plane(const Pool2dParams& p, int64_t plane) {
+  const int64_t n = plane / p.C, c = plane % p.C;
+  return {p.out_offset(n, c, 0, 0), p.channels_last ? p.C : 1};
+}
+
+// f(plane) for the N * C planes in parallel; a thread's planes are consecutive, so with NHWC
+// they share one image in cache.
 template <typename F>
-void for_each_position(int64_t N, int64_t C, int64_t A, int64_t B, bool channels_last, F f) {
-  const int64_t rows = N * A;
-#pragma omp parallel for if (rows > 1 && rows * B * C > (1 << 14))
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r / A, a = r % A;
-    if (channels_last) {
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t c = 0; c < C; ++c) f(n, c, a, b);
-    } else {
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t b = 0; b < B; ++b) f(n, c, a, b);
-    }
-  }
+void for_each_plane(const Pool2dParams& p, F f) {
+  const int64_t planes = p.N * p.C;
+#pragma omp parallel for schedule(static) if (planes > 1 && planes * p.H * p.W > (1 << 14))
+  for (int64_t plane = 0; plane < planes; ++plane) f(plane);
 }
 
 template <typename T>
 void max_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
                  const Pool2dParams& p) {
   using A = acc_t<T>;
-  const T* x = in.data<T>();
-  T* y = out.data<T>();
-  int64_t* idx = indices.data<int64_t>();
-  for_each_position(p.N, p.C, p.OH, p.OW, p.channels_last,
-                    [&](int64_t n, int64_t c, int64_t oh, int64_t ow) {
-                      A best = -std::numeric_limits<A>::infinity();
-                      int64_t arg = -1;
-                      for (int64_t i = 0; i < p.kh; ++i) {
-                        const int64_t h = oh * p.sh - p.ph + i * p.dh;
-                        if (h < 0 || h >= p.H) continue;
-                        for (int64_t j = 0; j < p.kw; ++j) {
-                          const int64_t w = ow * p.sw - p.pw + j * p.dw;
-                          if (w < 0 || w >= p.W) continue;
-                          const A v = A(x[p.in_offset(n, c, h, w)]);
-                          // The first maximum wins; a NaN beats everything and then stays.
-                          if (arg < 0 || (!std::isnan(best) && (v > best || std::isnan(v)))) {
-                            best = v;
-                            arg = h * p.W + w;
-                          }
-                        }
-                      }
-                      const int64_t o = p.out_offset(n, c, oh, ow);
-                      y[o] = T(best);
-                      idx[o] = arg;
-                    });
+  const T* x_all = in.data<T>();
+  T* y_all = out.data<T>();
+  int64_t* idx_all = indices.data<int64_t>();
+  for_each_plane(p, [&](int64_t plane) {
+    const Plane pi = in_plane(p, plane), po = out_plane(p, plane);
+    const T* x = x_all + pi.base;
+    for (int64_t oh = 0; oh < p.OH; ++oh) {
+      for (int64_t ow = 0; ow < p.OW; ++ow) {
+        A best = -std::numeric_limits<A>::infinity();
+        int64_t arg = -1;
+        for (int64_t i = 0; i < p.kh; ++i) {
+          const int64_t h = oh * p.sh - p.ph + i * p.dh;
+          if (h < 0 || h >= p.H) continue;
+          for (int64_t j = 0; j < p.kw; ++j) {
+            const int64_t w = ow * p.sw - p.pw + j * p.dw;
+            if (w < 0 || w >= p.W) continue;
+            const A v = A(x[(h * p.W + w) * pi.step]);
+            // The first maximum wins; a NaN beats everything and then stays.
+            if (arg < 0 || (!std::isnan(best) && (v > best || std::isnan(v)))) {
+              best = v;
+              arg = h * p.W + w;
+            }
+          }
+        }
+        const int64_t o = po.base + (oh * p.OW + ow) * po.step;
+        y_all[o] = T(best);
+        idx_all[o] = arg;
+      }
+    }
+  });
+}
+
+// Backward kernels scatter each output's gradient into a per-plane accumulator in A (so half
+// types add in float), then write the plane once.
+template <typename T, typename F>
+void scatter_backward(const Tensor& grad_in, const Pool2dParams& p, F scatter) {
+  using A = acc_t<T>;
+  T* gi_all = grad_in.data<T>();
+  for_each_plane(p, [&](int64_t plane) {
+    thread_local std::vector<A> acc;
+    acc.assign(static_cast<size_t>(p.H * p.W), A(0));
+    scatter(plane, acc.data());
+    const Plane pi = in_plane(p, plane);
+    for (int64_t i = 0; i < p.H * p.W; ++i) gi_all[pi.base + i * pi.step] = T(acc[i]);
+  });
 }
 
 template <typename T>
@@ -66,59 +96,52 @@ void max_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& i
   using A = acc_t<T>;
   const T* g = grad_out.data<T>();
   const int64_t* idx = indices.data<int64_t>();
-  T* gi = grad_in.data<T>();
-  for_each_position(p.N, p.C, p.H, p.W, p.channels_last,
-                    [&](int64_t n, int64_t c, int64_t h, int64_t w) {
-                      const OutRange rh = max_outputs_of(h, p.OH, p.kh, p.sh, p.ph, p.dh);
-                      const OutRange rw = max_outputs_of(w, p.OW, p.kw, p.sw, p.pw, p.dw);
-                      const int64_t self = h * p.W + w;
-                      A s = 0;
-                      for (int64_t oh = rh.first; oh <= rh.last; ++oh) {
-                        for (int64_t ow = rw.first; ow <= rw.last; ++ow) {
-                          const int64_t o = p.out_offset(n, c, oh, ow);
-                          if (idx[o] == self) s += A(g[o]);
-                        }
-                      }
-                      gi[p.in_offset(n, c, h, w)] = T(s);
-                    });
+  scatter_backward<T>(grad_in, p, [&](int64_t plane, A* acc) {
+    const Plane po = out_plane(p, plane);
+    for (int64_t o = 0; o < p.OH * p.OW; ++o) {
+      const int64_t at = po.base + o * po.step;
+      acc[idx[at]] += A(g[at]);
+    }
+  });
 }
 
 template <typename T>
 void avg_forward(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
   using A = acc_t<T>;
-  const T* x = in.data<T>();
-  T* y = out.data<T>();
-  for_each_position(p.N, p.C, p.OH, p.OW, p.channels_last,
-                    [&](int64_t n, int64_t c, int64_t oh, int64_t ow) {
-                      const AvgWindow wh = avg_window(oh, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
-                      const AvgWindow ww = avg_window(ow, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
-                      A s = 0;
-                      for (int64_t h = wh.start; h < wh.end; ++h)
-                        for (int64_t w = ww.start; w < ww.end; ++w)
-                          s += A(x[p.in_offset(n, c, h, w)]);
-                      y[p.out_offset(n, c, oh, ow)] = T(s / A(avg_divisor(p, wh, ww)));
-                    });
+  const T* x_all = in.data<T>();
+  T* y_all = out.data<T>();
+  for_each_plane(p, [&](int64_t plane) {
+    const Plane pi = in_plane(p, plane), po = out_plane(p, plane);
+    const T* x = x_all + pi.base;
+    for (int64_t oh = 0; oh < p.OH; ++oh) {
+      const AvgWindow wh = avg_window(oh, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
+      for (int64_t ow = 0; ow < p.OW; ++ow) {
+        const AvgWindow ww = avg_window(ow, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
+        A s = 0;
+        for (int64_t h = wh.start; h < wh.end; ++h)
+          for (int64_t w = ww.start; w < ww.end; ++w) s += A(x[(h * p.W + w) * pi.step]);
+        y_all[po.base + (oh * p.OW + ow) * po.step] = T(s / A(avg_divisor(p, wh, ww)));
+      }
+    }
+  });
 }
 
 template <typename T>
 void avg_backward(const Tensor& grad_in, const Tensor& grad_out, const Pool2dParams& p) {
   using A = acc_t<T>;
   const T* g = grad_out.data<T>();
-  T* gi = grad_in.data<T>();
-  for_each_position(
-      p.N, p.C, p.H, p.W, p.channels_last, [&](int64_t n, int64_t c, int64_t h, int64_t w) {
-        const OutRange rh = avg_outputs_of(h, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
-        const OutRange rw = avg_outputs_of(w, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
-        A s = 0;
-        for (int64_t oh = rh.first; oh <= rh.last; ++oh) {
-          const AvgWindow wh = avg_window(oh, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
-          for (int64_t ow = rw.first; ow <= rw.last; ++ow) {
-            const AvgWindow ww = avg_window(ow, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
-            s += A(g[p.out_offset(n, c, oh, ow)]) / A(avg_divisor(p, wh, ww));
-          }
-        }
-        gi[p.in_offset(n, c, h, w)] = T(s);
-      });
+  scatter_backward<T>(grad_in, p, [&](int64_t plane, A* acc) {
+    const Plane po = out_plane(p, plane);
+    for (int64_t oh = 0; oh < p.OH; ++oh) {
+      const AvgWindow wh = avg_window(oh, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
+      for (int64_t ow = 0; ow < p.OW; ++ow) {
+        const AvgWindow ww = avg_window(ow, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
+        const A v = A(g[po.base + (oh * p.OW + ow) * po.step]) / A(avg_divisor(p, wh, ww));
+        for (int64_t h = wh.start; h < wh.end; ++h)
+          for (int64_t w = ww.start; w < ww.end; ++w) acc[h * p.W + w] += v;
+      }
+    }
+  });
 }
 
 }  // namespace
