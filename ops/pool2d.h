@@ -1,9 +1,9 @@
 // Note [Direct pooling kernels]: max_pool2d, avg_pool2d and adaptive_avg_pool2d (and their 1-d
-// forms, as H = 1) run as direct kernels: one thread per output element in the forward and,
-// in the backward, one per input element that gathers from the outputs whose window can hold
-// it (no atomics, deterministic, any dtype). The window arithmetic below is shared by the CPU
-// kernels (ops/cpu/pooling_kernels.cpp) and the CUDA ones (cuda/pooling.cu), so both devices
-// pick the same windows, maxima and divisors.
+// forms, as H = 1) run as direct kernels: one thread per output element in the forward and, on
+// CUDA, one per input element in the backward, gathering from the outputs whose window can
+// hold it (no atomics, deterministic, any dtype); the CPU backward scatters plane by plane.
+// The window arithmetic below is shared by the CPU kernels (ops/cpu/pooling_kernels.cpp) and
+// the CUDA ones (cuda/pooling.cu), so both devices pick the same windows, maxima and divisors.
 #pragma once
 
 #include <cstdint>
