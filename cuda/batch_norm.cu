@@ -121,9 +121,8 @@ __device__ __forceinline__ A param(const A* t, int64_t c, A fallback) {
 template <typename T, typename A = acc_t<T>>
 __global__ void stats_final_kernel(Coef<A> coef, A* mean, A* invstd, A* running_mean,
                                    A* running_var, const A* part1, const A* part2, int64_t chunks,
-                                   int64_t C, int64_t n, const T* x, int64_t inner,
-                                   const A* weight, const A* bias, A momentum, A eps,
-                                   bool training) {
+                                   int64_t C, int64_t n, const T* x, int64_t inner, const A* weight,
+                                   const A* bias, A momentum, A eps, bool training) {
   KILN_GRID_STRIDE(c, C) {
     A m, is;
     if (training) {
@@ -201,8 +200,8 @@ template <typename T>
 void launch_affine(T* out, const T* p, const T* q, const acc_t<T>* coef, int64_t total, int64_t C,
                    int64_t inner, cudaStream_t stream) {
   constexpr int kVec = kVectorBytes / sizeof(T);
-  const bool aligned = is_aligned(out, kVectorBytes) && is_aligned(p, kVectorBytes) &&
-                       is_aligned(q, kVectorBytes);
+  const bool aligned =
+      is_aligned(out, kVectorBytes) && is_aligned(p, kVectorBytes) && is_aligned(q, kVectorBytes);
   if (aligned && (inner % kVec == 0 || (inner == 1 && C % kVec == 0))) {
     channel_affine_kernel<T, kVec>
         <<<flat_grid(total, kVec), kThreads, 0, stream>>>(out, p, q, coef, total, C, inner);
@@ -239,12 +238,12 @@ void launch_partials(A* p1, A* p2, const Sums& sums, int64_t outer, int64_t C, i
   if (inner == 1) {
     const dim3 grid(static_cast<unsigned>((C + kTile - 1) / kTile),
                     static_cast<unsigned>(ch.count));
-    column_partial_kernel<A><<<grid, dim3(kTile, kTileRows), 0, stream>>>(p1, p2, sums, outer, C,
-                                                                          ch.size);
+    column_partial_kernel<A>
+        <<<grid, dim3(kTile, kTileRows), 0, stream>>>(p1, p2, sums, outer, C, ch.size);
   } else {
     const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(ch.count));
-    channel_partial_kernel<A><<<grid, kThreads, 0, stream>>>(p1, p2, sums, outer, C, inner,
-                                                             ch.size);
+    channel_partial_kernel<A>
+        <<<grid, kThreads, 0, stream>>>(p1, p2, sums, outer, C, inner, ch.size);
   }
 }
 
@@ -280,9 +279,8 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& inv
         Coef<A>{static_cast<A*>(coef.data_ptr()), C}, ptr_or_null_mut<A>(mean),
         ptr_or_null_mut<A>(invstd), ptr_or_null_mut<A>(running_mean),
         ptr_or_null_mut<A>(running_var), p1, p1 ? p1 + ch.count * C : nullptr, ch.count, C,
-        outer * inner, x, inner,
-        ptr_or_null<A>(weight), ptr_or_null<A>(bias), static_cast<A>(momentum),
-        static_cast<A>(eps), training);
+        outer * inner, x, inner, ptr_or_null<A>(weight), ptr_or_null<A>(bias),
+        static_cast<A>(momentum), static_cast<A>(eps), training);
     launch_affine<T>(static_cast<T*>(out.data_ptr()), x, nullptr,
                      static_cast<const A*>(coef.data_ptr()), total, C, inner, ctx.stream);
   });

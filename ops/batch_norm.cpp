@@ -62,7 +62,6 @@ void update_running(const Tensor& running, const Tensor& value, double momentum)
   copy_(running, add(mul(running, Scalar(1.0 - momentum)), mul(v, Scalar(momentum))));
 }
 
-
 DType stat_dtype(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
 
 // The reduced dims of batch norm: all but the channel dim 1.
@@ -208,8 +207,9 @@ Tensor batch_norm_fused(const Tensor& input, const std::optional<Tensor>& runnin
   const bool want_x = input.requires_grad(), want_w = has_w && weight->requires_grad(),
              want_b = has_b && bias->requires_grad();
   record("batch_norm", inputs, {y},
-         [sx = SavedTensor(input), sw = has_w ? SavedTensor(*weight) : SavedTensor(), x3, w, mean_t, invstd_t, training, eps, cl, has_w, has_b,
-          want_x, want_w, want_b](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+         [sx = SavedTensor(input), sw = has_w ? SavedTensor(*weight) : SavedTensor(), x3, w, mean_t,
+          invstd_t, training, eps, cl, has_w, has_b, want_x, want_w,
+          want_b](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
            Tensor in = sx.unpack();
            std::vector<Tensor> grads;
            if (GradMode::is_enabled()) {

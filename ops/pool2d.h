@@ -90,8 +90,8 @@ struct OutRange {
   int64_t first, last;
 };
 
-KILN_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t k, int64_t s,
-                                int64_t p, bool adaptive) {
+KILN_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t k, int64_t s, int64_t p,
+                                bool adaptive) {
   if (adaptive) return {i * out / in, ((i + 1) * out + in - 1) / in - 1};
   const int64_t first = i + p < k ? 0 : (i + p - k) / s + 1;
   const int64_t last = (i + p) / s < out - 1 ? (i + p) / s : out - 1;

@@ -197,7 +197,6 @@ Dims pool_out(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, cons
   return out;
 }
 
-
 // --- Direct 2-d kernels (Note [Direct pooling kernels]) -------------------------------------
 
 // Whether x [N, C, H, W] is dense with strides in NHWC order (size-1 dims do not count).
@@ -281,8 +280,7 @@ std::pair<Tensor, Tensor> max_pool2d_direct(const Tensor& input, const Pool2dPar
   Tensor y = alloc_layout(out_shape(p), x.dtype(), x.device(), p.channels_last);
   Tensor idx = alloc_layout(out_shape(p), DType::Int64, x.device(), p.channels_last);
   if (y.numel() > 0)
-    require_kernel(backend(x.device()).max_pool2d_forward, "max_pool2d", x.device())(y, idx, x,
-                                                                                      p);
+    require_kernel(backend(x.device()).max_pool2d_forward, "max_pool2d", x.device())(y, idx, x, p);
   if (needs_grad({x}))
     record("max_pool2d", {x}, {y},
            [idx, p, dtype = x.dtype()](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {

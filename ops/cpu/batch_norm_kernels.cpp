@@ -184,8 +184,8 @@ void backward(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& gr
 
 void batch_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tensor& invstd,
                                const Tensor& in, const Tensor& weight, const Tensor& bias,
-                               const Tensor& running_mean, const Tensor& running_var,
-                               bool training, double momentum, double eps) {
+                               const Tensor& running_mean, const Tensor& running_var, bool training,
+                               double momentum, double eps) {
   if (in.numel() == 0) return;
   dispatch_floating(in.dtype(), "batch_norm", [&](auto tag) {
     forward<typename decltype(tag)::type>(out, mean, invstd, in, weight, bias, running_mean,

@@ -148,8 +148,9 @@ void avg_backward(const Tensor& grad_in, const Tensor& grad_out, const Pool2dPar
 
 void max_pool2d_forward_kernel(const Tensor& out, const Tensor& indices, const Tensor& in,
                                const Pool2dParams& p) {
-  dispatch_floating(in.dtype(), "max_pool2d",
-                    [&](auto tag) { max_forward<typename decltype(tag)::type>(out, indices, in, p); });
+  dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
+    max_forward<typename decltype(tag)::type>(out, indices, in, p);
+  });
 }
 
 void max_pool2d_backward_kernel(const Tensor& grad_in, const Tensor& grad_out,
