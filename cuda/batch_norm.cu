@@ -47,11 +47,17 @@ struct GradSums {
   }
 };
 
+// a / b, in 32 bits when `small` (both fit): 64-bit division is slow on the GPU.
+__device__ __forceinline__ int64_t div_index(int64_t a, int64_t b, bool small) {
+  if (small) return static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+  return a / b;
+}
+
 // inner > 1: block (blockIdx.x = channel, blockIdx.y = chunk) sums its chunk of the channel's
 // outer * inner elements.
 template <typename A, typename Sums>
 __global__ void channel_partial_kernel(A* part1, A* part2, Sums sums, int64_t outer, int64_t C,
-                                       int64_t inner, int64_t chunk) {
+                                       int64_t inner, int64_t chunk, bool small) {
   __shared__ A scratch[32];
   const int64_t c = blockIdx.x;
   const int64_t m = outer * inner;
@@ -60,7 +66,7 @@ __global__ void channel_partial_kernel(A* part1, A* part2, Sums sums, int64_t ou
   const A k = sums.center(c);
   A a = 0, b = 0;
   for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
-    const int64_t o = j / inner;
+    const int64_t o = div_index(j, inner, small);
     sums.add((o * C + c) * inner + (j - o * inner), k, a, b);
   }
   a = block_reduce(a, SumOp(), A(0), scratch);
@@ -176,11 +182,12 @@ __global__ void grad_final_kernel(Coef<A> coef, A* grad_weight, A* grad_bias, co
 // divides inner (one channel), or inner == 1 and V divides C (V consecutive channels).
 template <typename T, int V>
 __global__ void channel_affine_kernel(T* out, const T* p, const T* q, const acc_t<T>* coef,
-                                      int64_t total, int64_t C, int64_t inner) {
+                                      int64_t total, int64_t C, int64_t inner, bool small) {
   using A = acc_t<T>;
   KILN_GRID_STRIDE(v, total / V) {
     const int64_t i = v * V;
-    const int64_t c0 = inner == 1 ? i % C : (i / inner) % C;
+    const int64_t row = div_index(i, inner, small);  // i / inner, then its channel
+    const int64_t c0 = row - div_index(row, C, small) * C;
     const Pack<T, V> pv = reinterpret_cast<const Pack<T, V>*>(p)[v];
     Pack<T, V> qv;
     if (q) qv = reinterpret_cast<const Pack<T, V>*>(q)[v];
@@ -200,14 +207,15 @@ template <typename T>
 void launch_affine(T* out, const T* p, const T* q, const acc_t<T>* coef, int64_t total, int64_t C,
                    int64_t inner, cudaStream_t stream) {
   constexpr int kVec = kVectorBytes / sizeof(T);
+  const bool small = total < (int64_t{1} << 31);
   const bool aligned =
       is_aligned(out, kVectorBytes) && is_aligned(p, kVectorBytes) && is_aligned(q, kVectorBytes);
   if (aligned && (inner % kVec == 0 || (inner == 1 && C % kVec == 0))) {
     channel_affine_kernel<T, kVec>
-        <<<flat_grid(total, kVec), kThreads, 0, stream>>>(out, p, q, coef, total, C, inner);
+        <<<flat_grid(total, kVec), kThreads, 0, stream>>>(out, p, q, coef, total, C, inner, small);
   } else {
     channel_affine_kernel<T, 1>
-        <<<flat_grid(total, 1), kThreads, 0, stream>>>(out, p, q, coef, total, C, inner);
+        <<<flat_grid(total, 1), kThreads, 0, stream>>>(out, p, q, coef, total, C, inner, small);
   }
 }
 
@@ -242,8 +250,9 @@ void launch_partials(A* p1, A* p2, const Sums& sums, int64_t outer, int64_t C, i
         <<<grid, dim3(kTile, kTileRows), 0, stream>>>(p1, p2, sums, outer, C, ch.size);
   } else {
     const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(ch.count));
+    const bool small = outer * C * inner < (int64_t{1} << 31);
     channel_partial_kernel<A>
-        <<<grid, kThreads, 0, stream>>>(p1, p2, sums, outer, C, inner, ch.size);
+        <<<grid, kThreads, 0, stream>>>(p1, p2, sums, outer, C, inner, ch.size, small);
   }
 }
 

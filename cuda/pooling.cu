@@ -2,6 +2,8 @@
 // output element in the forward, one per input element gathering from the outputs that can
 // hold it in the backward. Threads run over the layout's memory order (NCHW or NHWC), so
 // neighbouring threads touch neighbouring elements.
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
@@ -12,13 +14,13 @@ namespace kiln::cuda {
 
 namespace {
 
-template <typename T>
+template <typename T, typename I>
 __global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* in, Pool2dParams p) {
   using A = acc_t<T>;
   const int64_t total = p.N * p.C * p.OH * p.OW;
   KILN_GRID_STRIDE(i, total) {
     int64_t n, c, oh, ow;
-    unflatten_index(i, p.C, p.OH, p.OW, p.channels_last, n, c, oh, ow);
+    unflatten_index<I>(i, p.C, p.OH, p.OW, p.channels_last, n, c, oh, ow);
     A best = -static_cast<A>(INFINITY);
     int64_t arg = -1;
     for (int64_t a = 0; a < p.kh; ++a) {
@@ -40,14 +42,14 @@ __global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* in, Pool2dP
   }
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void max_pool2d_backward_kernel(T* grad_in, const T* grad_out, const int64_t* indices,
                                            Pool2dParams p) {
   using A = acc_t<T>;
   const int64_t total = p.N * p.C * p.H * p.W;
   KILN_GRID_STRIDE(i, total) {
     int64_t n, c, h, w;
-    unflatten_index(i, p.C, p.H, p.W, p.channels_last, n, c, h, w);
+    unflatten_index<I>(i, p.C, p.H, p.W, p.channels_last, n, c, h, w);
     const OutRange rh = max_outputs_of(h, p.OH, p.kh, p.sh, p.ph, p.dh);
     const OutRange rw = max_outputs_of(w, p.OW, p.kw, p.sw, p.pw, p.dw);
     const int64_t self = h * p.W + w;
@@ -62,13 +64,13 @@ __global__ void max_pool2d_backward_kernel(T* grad_in, const T* grad_out, const 
   }
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void avg_pool2d_kernel(T* out, const T* in, Pool2dParams p) {
   using A = acc_t<T>;
   const int64_t total = p.N * p.C * p.OH * p.OW;
   KILN_GRID_STRIDE(i, total) {
     int64_t n, c, oh, ow;
-    unflatten_index(i, p.C, p.OH, p.OW, p.channels_last, n, c, oh, ow);
+    unflatten_index<I>(i, p.C, p.OH, p.OW, p.channels_last, n, c, oh, ow);
     const AvgWindow wh = avg_window(oh, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
     const AvgWindow ww = avg_window(ow, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
     A s = 0;
@@ -78,13 +80,13 @@ __global__ void avg_pool2d_kernel(T* out, const T* in, Pool2dParams p) {
   }
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void avg_pool2d_backward_kernel(T* grad_in, const T* grad_out, Pool2dParams p) {
   using A = acc_t<T>;
   const int64_t total = p.N * p.C * p.H * p.W;
   KILN_GRID_STRIDE(i, total) {
     int64_t n, c, h, w;
-    unflatten_index(i, p.C, p.H, p.W, p.channels_last, n, c, h, w);
+    unflatten_index<I>(i, p.C, p.H, p.W, p.channels_last, n, c, h, w);
     const OutRange rh = avg_outputs_of(h, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
     const OutRange rw = avg_outputs_of(w, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
     A s = 0;
@@ -100,6 +102,12 @@ __global__ void avg_pool2d_backward_kernel(T* grad_in, const T* grad_out, Pool2d
   }
 }
 
+// Whether every flat index of the input and output fits the 32-bit division path.
+bool small_index(const Pool2dParams& p) {
+  const int64_t big = p.N * p.C * std::max(p.H * p.W, p.OH * p.OW);
+  return big < (int64_t{1} << 31);
+}
+
 template <typename T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data_ptr());
@@ -112,8 +120,13 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
   LaunchContext ctx(in);
   dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    max_pool2d_kernel<T><<<grid_for(total), kThreads, 0, ctx.stream>>>(
-        ptr<T>(out), ptr<int64_t>(indices), ptr<T>(in), p);
+    if (small_index(p)) {
+      max_pool2d_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(out), ptr<int64_t>(indices), ptr<T>(in), p);
+    } else {
+      max_pool2d_kernel<T, int64_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(out), ptr<int64_t>(indices), ptr<T>(in), p);
+    }
   });
   KILN_CUDA_CHECK_LAUNCH("max_pool2d");
 }
@@ -125,8 +138,13 @@ void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Te
   LaunchContext ctx(grad_in);
   dispatch_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    max_pool2d_backward_kernel<T><<<grid_for(total), kThreads, 0, ctx.stream>>>(
-        ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
+    if (small_index(p)) {
+      max_pool2d_backward_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
+    } else {
+      max_pool2d_backward_kernel<T, int64_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
+    }
   });
   KILN_CUDA_CHECK_LAUNCH("max_pool2d_backward");
 }
@@ -137,7 +155,13 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams&
   LaunchContext ctx(in);
   dispatch_floating(in.dtype(), "avg_pool2d", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    avg_pool2d_kernel<T><<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(out), ptr<T>(in), p);
+    if (small_index(p)) {
+      avg_pool2d_kernel<T, uint32_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(out), ptr<T>(in), p);
+    } else {
+      avg_pool2d_kernel<T, int64_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(out), ptr<T>(in), p);
+    }
   });
   KILN_CUDA_CHECK_LAUNCH("avg_pool2d");
 }
@@ -148,8 +172,13 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
   LaunchContext ctx(grad_in);
   dispatch_floating(grad_in.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    avg_pool2d_backward_kernel<T>
-        <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(grad_in), ptr<T>(grad_out), p);
+    if (small_index(p)) {
+      avg_pool2d_backward_kernel<T, uint32_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(grad_in), ptr<T>(grad_out), p);
+    } else {
+      avg_pool2d_backward_kernel<T, int64_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(grad_in), ptr<T>(grad_out), p);
+    }
   });
   KILN_CUDA_CHECK_LAUNCH("avg_pool2d_backward");
 }

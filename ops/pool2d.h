@@ -39,9 +39,13 @@ struct Pool2dParams {
   }
 };
 
-// Splits a flat NCHW- or NHWC-ordered index over [N, C, A, B] into its coordinates.
-KILN_HD void unflatten_index(int64_t i, int64_t C, int64_t A, int64_t B, bool channels_last,
+// Splits a flat NCHW- or NHWC-ordered index over [N, C, A, B] into its coordinates. I is the
+// division type: the CUDA kernels use 32 bits when the index fits (64-bit division is slow).
+template <typename I>
+KILN_HD void unflatten_index(int64_t flat, int64_t C_, int64_t A_, int64_t B_, bool channels_last,
                              int64_t& n, int64_t& c, int64_t& a, int64_t& b) {
+  I i = static_cast<I>(flat);
+  const I C = static_cast<I>(C_), A = static_cast<I>(A_), B = static_cast<I>(B_);
   if (channels_last) {
     c = i % C;
     i /= C;

@@ -311,8 +311,8 @@ Pool2dParams pool_params(const Tensor& x, const Dims& out, const Dims& k, const 
   return p;
 }
 
-// x [N, C, L] or [N, C, H, W] as the 4-d view the kernels take, and whether its memory is
-// channels-last (else it goes NCHW-contiguous, copied if needed).
+// x [N, C, L] or [N, C, H, W] as the 4-d view the kernels take; sets p.channels_last when its
+// memory is channels-last (else it goes NCHW-contiguous, copied if needed).
 Tensor as_4d(const Tensor& x, Pool2dParams& p) {
   Tensor x4 = x.dim() == 3 ? unsqueeze(x, 2) : x;
   p.channels_last = !x4.is_contiguous() && is_channels_last(x4);
@@ -342,7 +342,8 @@ std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_si
   Dims out = pool_out(x, kernel_size, stride, padding, dilation, ceil_mode, op);
   if (has_direct_kernels(x, n)) {
     Pool2dParams p = pool_params(x, out, kernel_size, stride, padding, dilation);
-    auto [y, idx] = max_pool2d_direct(as_4d(x, p), p);
+    Tensor x4 = as_4d(x, p);
+    auto [y, idx] = max_pool2d_direct(x4, p);
     return {from_4d(y, x, unbatched), from_4d(idx, x, unbatched)};
   }
   std::vector<DimTable> dims(n);
@@ -378,7 +379,8 @@ Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& str
     Pool2dParams p = pool_params(x, out, kernel_size, stride, padding, Dims(n, 1));
     p.count_include_pad = count_include_pad;
     p.divisor = divisor_override.value_or(0);
-    return from_4d(avg_pool2d_direct(as_4d(x, p), p), x, unbatched);
+    Tensor x4 = as_4d(x, p);
+    return from_4d(avg_pool2d_direct(x4, p), x, unbatched);
   }
   // The divisor of a window is a product over dims, so each dim's table
   // carries its own factor: the count of (padded or real) elements it covers.
@@ -458,7 +460,8 @@ Tensor adaptive_avg_pool_nd(const Tensor& input, const Dims& output_size, const 
     }
     Pool2dParams p = pool_params(x, out, Dims(n, 1), Dims(n, 1), Dims(n, 0), Dims(n, 1));
     p.adaptive = true;
-    return from_4d(avg_pool2d_direct(as_4d(x, p), p), x, unbatched);
+    Tensor x4 = as_4d(x, p);
+    return from_4d(avg_pool2d_direct(x4, p), x, unbatched);
   }
   return weighted_sum(x, adaptive_dims(x, out, true), unbatched);
 }
