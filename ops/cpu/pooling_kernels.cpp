@@ -100,7 +100,8 @@ void max_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& i
     const Plane po = out_plane(p, plane);
     for (int64_t o = 0; o < p.OH * p.OW; ++o) {
       const int64_t at = po.base + o * po.step;
-      acc[idx[at]] += A(g[at]);
+      // -1: a window of padding only (possible with dilation), which took no input.
+      if (idx[at] >= 0) acc[idx[at]] += A(g[at]);
     }
   });
 }
