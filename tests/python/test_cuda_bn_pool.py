@@ -227,3 +227,26 @@ def test_pooling_matches_torch(device, cl, name):
     (tg,) = torch.autograd.grad(tres[0], [tx], torch.tensor(g, dtype=torch.float32,
                                                             device=device))
     close_torch(kg, tg, "float32")
+
+
+@requires_gpu
+def test_double_backward_matches_cpu():
+    x, w, gy = rand(4, 3, 5, 5), rand(3), rand(4, 3, 5, 5)
+    fns = [lambda t, wt: F.batch_norm(t, None, None, wt, None, True),
+           lambda t, wt: F.max_pool2d(t, 3, 1, 1) * wt.view(1, 3, 1, 1),
+           lambda t, wt: F.avg_pool2d(t, 3, 2, 1) * wt.view(1, 3, 1, 1)]
+    for fn in fns:
+        outs = {}
+        for dev in ("cpu", "cuda"):
+            xt = make(x, kiln.float64, dev, requires_grad=True)
+            wt = make(w, kiln.float64, dev, requires_grad=True)
+            y = fn(xt, wt)
+            g = make(gy[:, :, :y.shape[2], :y.shape[3]], kiln.float64, dev)
+            gx, gw = kiln.autograd.grad((y * g).sum(), [xt, wt], create_graph=True)
+            outs[dev] = kiln.autograd.grad((gx * gx).sum() + (gw * gw).sum(), [xt, wt],
+                                           allow_unused=True)
+        for got, want in zip(outs["cuda"], outs["cpu"]):
+            if want is None:
+                assert got is None
+            else:
+                close(got, want, kiln.float64)
