@@ -9,9 +9,9 @@
 #include <cstdint>
 
 #ifdef __CUDACC__
-#define KILN_HD __host__ __device__ __forceinline__
+#define KILN_POOL_HD __host__ __device__ __forceinline__
 #else
-#define KILN_HD inline
+#define KILN_POOL_HD inline
 #endif
 
 namespace kiln {
@@ -31,10 +31,10 @@ struct Pool2dParams {
 
   // Element offset of (n, c, h, w) in a tensor laid out like the input (h, w < H, W) or
   // output (OH, OW).
-  KILN_HD int64_t in_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
+  KILN_POOL_HD int64_t in_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
     return channels_last ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
   }
-  KILN_HD int64_t out_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
+  KILN_POOL_HD int64_t out_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
     return channels_last ? ((n * OH + h) * OW + w) * C + c : ((n * C + c) * OH + h) * OW + w;
   }
 };
@@ -42,8 +42,9 @@ struct Pool2dParams {
 // Splits a flat NCHW- or NHWC-ordered index over [N, C, A, B] into its coordinates. I is the
 // division type: the CUDA kernels use 32 bits when the index fits (64-bit division is slow).
 template <typename I>
-KILN_HD void unflatten_index(int64_t flat, int64_t C_, int64_t A_, int64_t B_, bool channels_last,
-                             int64_t& n, int64_t& c, int64_t& a, int64_t& b) {
+KILN_POOL_HD void unflatten_index(int64_t flat, int64_t C_, int64_t A_, int64_t B_,
+                                  bool channels_last, int64_t& n, int64_t& c, int64_t& a,
+                                  int64_t& b) {
   I i = static_cast<I>(flat);
   const I C = static_cast<I>(C_), A = static_cast<I>(A_), B = static_cast<I>(B_);
   if (channels_last) {
@@ -69,8 +70,8 @@ struct AvgWindow {
   int64_t start, end, padded;
 };
 
-KILN_HD AvgWindow avg_window(int64_t o, int64_t in, int64_t out, int64_t k, int64_t s, int64_t p,
-                             bool adaptive) {
+KILN_POOL_HD AvgWindow avg_window(int64_t o, int64_t in, int64_t out, int64_t k, int64_t s,
+                                  int64_t p, bool adaptive) {
   if (adaptive) {
     const int64_t a = o * in / out, b = ((o + 1) * in + out - 1) / out;
     return {a, b, b - a};
@@ -83,7 +84,7 @@ KILN_HD AvgWindow avg_window(int64_t o, int64_t in, int64_t out, int64_t k, int6
   return {a, b, padded};
 }
 
-KILN_HD int64_t avg_divisor(const Pool2dParams& p, const AvgWindow& wh, const AvgWindow& ww) {
+KILN_POOL_HD int64_t avg_divisor(const Pool2dParams& p, const AvgWindow& wh, const AvgWindow& ww) {
   if (p.divisor != 0) return p.divisor;
   if (p.count_include_pad && !p.adaptive) return wh.padded * ww.padded;
   return (wh.end - wh.start) * (ww.end - ww.start);
@@ -94,8 +95,8 @@ struct OutRange {
   int64_t first, last;
 };
 
-KILN_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t k, int64_t s, int64_t p,
-                                bool adaptive) {
+KILN_POOL_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t k, int64_t s,
+                                     int64_t p, bool adaptive) {
   if (adaptive) return {i * out / in, ((i + 1) * out + in - 1) / in - 1};
   const int64_t first = i + p < k ? 0 : (i + p - k) / s + 1;
   const int64_t last = (i + p) / s < out - 1 ? (i + p) / s : out - 1;
@@ -103,8 +104,8 @@ KILN_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t k, i
 }
 
 // Max pooling windows span (k - 1) * d + 1 positions.
-KILN_HD OutRange max_outputs_of(int64_t i, int64_t out, int64_t k, int64_t s, int64_t p,
-                                int64_t d) {
+KILN_POOL_HD OutRange max_outputs_of(int64_t i, int64_t out, int64_t k, int64_t s, int64_t p,
+                                     int64_t d) {
   const int64_t span = (k - 1) * d;
   const int64_t first = i + p < span ? 0 : (i + p - span + s - 1) / s;
   const int64_t last = (i + p) / s < out - 1 ? (i + p) / s : out - 1;
