@@ -98,7 +98,7 @@ std::vector<int64_t> from_last(int64_t dim) {
   return p;
 }
 
-// The kernels' [outer, C, inner] view of t (shape of `like`): channels-last memory as
+// The kernels' [outer, C, inner] view of t: channels-last memory as
 // [N * S, C, 1], anything else NCHW-contiguous (copied if it is not) as [N, C, S].
 Tensor kernel_view(const Tensor& t, bool channels_last) {
   const int64_t n = t.size(0), c = t.size(1), s = t.numel() / (n * c);
