@@ -24,6 +24,8 @@ const bool g_registered = [] {
   install_layer_norm_kernels(table);
   install_cross_entropy_kernels(table);
   install_amp_kernels(table);
+  install_batch_norm_kernels(table);
+  install_pooling_kernels(table);
   register_cuda_backend(&table);
 #ifdef KILN_WITH_CUDNN
   register_cudnn_conv();  // optional: conv composes from GEMMs without it
