@@ -286,6 +286,8 @@ bool int32_sized(std::initializer_list<Shape> shapes) {
 // tensor with C == 1 or S == 1 is both and stays NCHW).
 bool channels_last(const Tensor& t) {
   if (t.dim() < 4 || t.is_contiguous()) return false;
+  // PyTorch's rule: float64 convolutions keep NCHW (cuDNN has few NHWC double kernels).
+  if (t.dtype() == DType::Float64) return false;
   int64_t expected = 1;
   auto dense = [&](int64_t d) {
     if (t.size(d) == 1) return true;

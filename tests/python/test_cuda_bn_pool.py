@@ -125,11 +125,12 @@ POOLS = {
 @pytest.mark.parametrize("cl", [False, True])
 def test_pooling_matches_cpu(name, dtype, cl):
     x = rand(3, 5, 9, 8)
+    g_values = rand(*POOLS[name](make(x, dtype, "cpu"))[0].shape)  # one grad_out for both
     outs = {}
     for dev in ("cpu", "cuda"):
         xt = make(x, dtype, dev, cl, True)
         res = POOLS[name](xt)
-        g = make(rand(*res[0].shape), dtype, dev)
+        g = make(g_values, dtype, dev)
         outs[dev] = tuple(res) + tuple(kiln.autograd.grad(res[0], [xt], g))
     for got, want in zip(outs["cuda"], outs["cpu"]):
         if got.dtype == kiln.int64:
@@ -194,7 +195,14 @@ def test_batch_norm_matches_torch(device, dtype_name, shape, cl, training):
     kg = kiln.autograd.grad(ky, [kx, kw, kb], make(g, getattr(kiln, dtype_name), device))
     tg = torch.autograd.grad(ty, [tx, tw, tb], torch.tensor(g, dtype=ty.dtype, device=device))
     for i, (a, t) in enumerate(zip(kg, tg)):
-        close_torch(a, t, dtype_name if i == 0 else "float32", 8 if i == 0 else 1e2)
+        if i == 0:
+            close_torch(a, t, dtype_name, 8)
+        else:
+            # grad_weight / grad_bias are sums over N*H*W half-precision products whose
+            # cancellation magnifies rounding: compare relative to the vector's magnitude.
+            want = t.detach().cpu().float().numpy()
+            tol = TOL[getattr(kiln, dtype_name)] * max(1.0, float(np.abs(want).max()))
+            assert_close(a.detach().cpu().float(), want, atol=tol, rtol=0)
 
 
 @pytest.mark.parametrize("device", DEVICES)
