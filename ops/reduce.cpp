@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "autograd/function.h"
@@ -153,34 +154,95 @@ Tensor unsqueeze_reduced(const Tensor& t, const Shape& in_shape, const std::vect
   return reshape(t, reduced_shape(in_shape, dims, true));
 }
 
+namespace {
+// Note [Reduction layouts]: the reduce kernels take a contiguous [outer, R, inner] input and
+// reduce its middle dim. When x's elements are dense in memory (any dim order, size-1 dims
+// ignored), the reduced dims are one run in memory order, and the kept dims keep their logical
+// order there, x already is such a view: no copy. That covers full reductions, sums over
+// leading dims (bias gradients), trailing dims, and transposed inputs reduced over either dim.
+// Anything else (slices, broadcasts, reduced dims split around a kept one) is copied with the
+// reduced dims last (inner == 1).
+struct Layout {
+  int64_t outer = 1, r = 1, inner = 1;
+  std::vector<int64_t> order;  // x's dims in memory order, size-1 dims last
+};
+
+std::optional<Layout> dense_layout(const Tensor& x, const std::vector<bool>& reduced) {
+  if (x.numel() == 0) return std::nullopt;
+  Layout l;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (x.sizes()[i] != 1) l.order.push_back(i);
+  const Shape& st = x.strides();
+  std::stable_sort(l.order.begin(), l.order.end(),
+                   [&](int64_t a, int64_t b) { return st[a] > st[b]; });
+  int64_t expected = 1;
+  for (auto it = l.order.rbegin(); it != l.order.rend(); ++it) {
+    if (st[*it] != expected) return std::nullopt;
+    expected *= x.sizes()[*it];
+  }
+  // Memory order must read kept* reduced* kept*, the kept dims in logical order.
+  int phase = 0;  // 0: before the reduced run, 1: in it, 2: after it
+  int64_t last_kept = -1;
+  for (int64_t d : l.order) {
+    const int64_t n = x.sizes()[d];
+    if (reduced[d]) {
+      if (phase == 2) return std::nullopt;
+      phase = 1;
+      l.r *= n;
+    } else {
+      if (d < last_kept) return std::nullopt;
+      last_kept = d;
+      if (phase == 1) phase = 2;
+      (phase == 0 ? l.outer : l.inner) *= n;
+    }
+  }
+  // Nothing (of size > 1) reduced: every element is its own output; one long row of columns.
+  if (phase == 0) std::swap(l.outer, l.inner);
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (x.sizes()[i] == 1) l.order.push_back(i);
+  return l;
+}
+}  // namespace
+
 Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, bool keepdim,
                       DType out_dtype, const char* name) {
   std::vector<int64_t> dims = reduction_dims(dims_opt, x.dim(), name);
   Shape out_shape = reduced_shape(x.sizes(), dims, keepdim);
-  // Kept dims first, reduced dims last, so each output is one contiguous row.
-  std::vector<int64_t> order;
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    if (std::find(dims.begin(), dims.end(), i) == dims.end()) {
-      order.push_back(i);
-      outer *= x.sizes()[i];
-    }
-  }
-  for (int64_t d : dims) {
-    order.push_back(d);
-    inner *= x.sizes()[d];
-  }
   if (op == ReduceOp::Max || op == ReduceOp::Min) {
     for (int64_t d : dims)
       KILN_CHECK(x.sizes()[d] != 0, Index, "[", name, "] Expected reduction dim ", d,
                  " to have non-zero size (input shape ", x.sizes(),
                  "): max/min of no elements is undefined");
   }
+  std::vector<bool> reduced(x.dim(), false);
+  for (int64_t d : dims) reduced[d] = true;
   GradModeGuard no_grad(false);
-  Tensor in = contiguous(to_dtype(permute(x, order), out_dtype));
-  Tensor rows = reshape(in, {outer, inner});
-  Tensor out = make_tensor({outer}, out_dtype, x.device());
-  require_kernel(backend(x.device()).reduce, name, x.device())(op, out, rows);
+  Tensor in;
+  int64_t outer = 1, r = 1, inner = 1;
+  if (std::optional<Layout> l = dense_layout(x, reduced)) {
+    outer = l->outer;
+    r = l->r;
+    inner = l->inner;
+    // A dtype change copies into a tensor laid out in x's memory order, so the view still holds.
+    Tensor base = x.dtype() == out_dtype ? x : to_dtype(permute(x, l->order), out_dtype);
+    in = make_view(base, {outer, r, inner}, {r * inner, inner, 1}, base.storage_offset());
+  } else {
+    // Kept dims first, reduced dims last, so each output is one contiguous row.
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < x.dim(); ++i) {
+      if (!reduced[i]) {
+        order.push_back(i);
+        outer *= x.sizes()[i];
+      }
+    }
+    for (int64_t d : dims) {
+      order.push_back(d);
+      r *= x.sizes()[d];
+    }
+    in = reshape(contiguous(to_dtype(permute(x, order), out_dtype)), {outer, r, 1});
+  }
+  Tensor out = make_tensor({outer, inner}, out_dtype, x.device());
+  require_kernel(backend(x.device()).reduce, name, x.device())(op, out, in);
   return reshape(out, out_shape);
 }
 
