@@ -34,28 +34,32 @@ bool beats(ReduceOp op, A x, A best) {
 // idempotent max/min the slice's first element (they have no identity in every dtype).
 template <typename A>
 struct SumF {
+  static constexpr bool kSelect = false;
   A init(A) const { return A(0); }
   A operator()(A a, A b) const { return A(a + b); }
 };
 template <typename A>
 struct ProdF {
+  static constexpr bool kSelect = false;
   A init(A) const { return A(1); }
   A operator()(A a, A b) const { return A(a * b); }
 };
 template <typename A, bool kMax>
 struct ExtremeF {
+  static constexpr bool kSelect = true;
   A init(A first) const { return first; }
-  A operator()(A a, A b) const {
-    if (is_nan(a)) return a;
-    if (is_nan(b)) return b;
-    return (kMax ? b > a : b < a) ? b : a;
-  }
+  // A NaN b replaces a, and once a is NaN no b compares past it.
+  A operator()(A a, A b) const { return ((kMax ? b > a : b < a) || b != b) ? b : a; }
+  // Without NaN: a compare-select the compiler turns into vector max/min.
+  A select(A a, A b) const { return (kMax ? b > a : b < a) ? b : a; }
 };
 struct AllF {
+  static constexpr bool kSelect = false;
   bool init(bool) const { return true; }
   bool operator()(bool a, bool b) const { return a && b; }
 };
 struct AnyF {
+  static constexpr bool kSelect = false;
   bool init(bool) const { return false; }
   bool operator()(bool a, bool b) const { return a || b; }
 };
@@ -65,6 +69,34 @@ template <typename T, typename F>
 acc_t<T> reduce_row(const T* x, int64_t n, F f) {
   using A = acc_t<T>;
   constexpr int kLanes = 8;
+  if constexpr (F::kSelect && !std::is_integral_v<A>) {
+    // Max/min of floats: plain selects, with x - x summed alongside; that sum turns NaN only
+    // when the row holds a NaN or an infinity, which then take the careful loop below.
+    A best[kLanes], poison[kLanes];
+    for (int k = 0; k < kLanes; ++k) {
+      best[k] = A(x[0]);
+      poison[k] = A(0);
+    }
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int k = 0; k < kLanes; ++k) {
+        const A v = A(x[i + k]);
+        best[k] = f.select(best[k], v);
+        poison[k] += v - v;
+      }
+    }
+    for (; i < n; ++i) {
+      const A v = A(x[i]);
+      best[0] = f.select(best[0], v);
+      poison[0] += v - v;
+    }
+    A p = 0, acc = best[0];
+    for (int k = 0; k < kLanes; ++k) {
+      p += poison[k];
+      acc = f.select(acc, best[k]);
+    }
+    if (p == A(0)) return acc;
+  }
   A lane[kLanes];
   const A start = f.init(A(x[0]));
   for (A& v : lane) v = start;
