@@ -157,14 +157,18 @@ Tensor unsqueeze_reduced(const Tensor& t, const Shape& in_shape, const std::vect
 namespace {
 // Note [Reduction layouts]: the reduce kernels take a contiguous [outer, R, inner] input and
 // reduce its middle dim. When x's elements are dense in memory (any dim order, size-1 dims
-// ignored), the reduced dims are one run in memory order, and the kept dims keep their logical
-// order there, x already is such a view: no copy. That covers full reductions, sums over
-// leading dims (bias gradients), trailing dims, and transposed inputs reduced over either dim.
-// Anything else (slices, broadcasts, reduced dims split around a kept one) is copied with the
-// reduced dims last (inner == 1).
+// ignored) and its kept dims keep their logical order in memory order, x is read in place, as
+// runs of kept and reduced dims. One reduced run is one kernel call on a view of x: full
+// reductions, leading dims (bias gradients), trailing dims, transposed inputs. Several runs
+// (batch-norm statistics over dims (0, 2, 3)) take one call per run, innermost first, each
+// writing a smaller contiguous tensor in the output dtype: exact for max/min/all/any, and
+// float32/float64/int64 sums keep the precision the kernel accumulates in anyway. Half sums and
+// products would round between calls, and other layouts (slices, broadcasts) are not dense:
+// those are copied with the reduced dims last (inner == 1).
 struct Layout {
-  int64_t outer = 1, r = 1, inner = 1;
   std::vector<int64_t> order;  // x's dims in memory order, size-1 dims last
+  std::vector<int64_t> sizes;  // runs of merged dims in memory order, alternately kept/reduced
+  std::vector<bool> reduced;   // whether each run is reduced
 };
 
 std::optional<Layout> dense_layout(const Tensor& x, const std::vector<bool>& reduced) {
@@ -180,27 +184,35 @@ std::optional<Layout> dense_layout(const Tensor& x, const std::vector<bool>& red
     if (st[*it] != expected) return std::nullopt;
     expected *= x.sizes()[*it];
   }
-  // Memory order must read kept* reduced* kept*, the kept dims in logical order.
-  int phase = 0;  // 0: before the reduced run, 1: in it, 2: after it
   int64_t last_kept = -1;
   for (int64_t d : l.order) {
-    const int64_t n = x.sizes()[d];
-    if (reduced[d]) {
-      if (phase == 2) return std::nullopt;
-      phase = 1;
-      l.r *= n;
-    } else {
-      if (d < last_kept) return std::nullopt;
+    if (!reduced[d]) {
+      if (d < last_kept) return std::nullopt;  // the output would need a permute
       last_kept = d;
-      if (phase == 1) phase = 2;
-      (phase == 0 ? l.outer : l.inner) *= n;
+    }
+    if (!l.sizes.empty() && l.reduced.back() == reduced[d]) {
+      l.sizes.back() *= x.sizes()[d];
+    } else {
+      l.sizes.push_back(x.sizes()[d]);
+      l.reduced.push_back(reduced[d]);
     }
   }
-  // Nothing (of size > 1) reduced: every element is its own output; one long row of columns.
-  if (phase == 0) std::swap(l.outer, l.inner);
   for (int64_t i = 0; i < x.dim(); ++i)
     if (x.sizes()[i] == 1) l.order.push_back(i);
   return l;
+}
+
+int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= v[i];
+  return p;
+}
+
+// The kernel on a contiguous [outer, R, inner] input; returns the [outer, inner] result.
+Tensor reduce_call(ReduceOp op, const Tensor& in, int64_t outer, int64_t inner, const char* name) {
+  Tensor out = make_tensor({outer, inner}, in.dtype(), in.device());
+  require_kernel(backend(in.device()).reduce, name, in.device())(op, out, in);
+  return out;
 }
 }  // namespace
 
@@ -217,33 +229,53 @@ Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, boo
   std::vector<bool> reduced(x.dim(), false);
   for (int64_t d : dims) reduced[d] = true;
   GradModeGuard no_grad(false);
-  Tensor in;
-  int64_t outer = 1, r = 1, inner = 1;
-  if (std::optional<Layout> l = dense_layout(x, reduced)) {
-    outer = l->outer;
-    r = l->r;
-    inner = l->inner;
-    // A dtype change copies into a tensor laid out in x's memory order, so the view still holds.
-    Tensor base = x.dtype() == out_dtype ? x : to_dtype(permute(x, l->order), out_dtype);
-    in = make_view(base, {outer, r, inner}, {r * inner, inner, 1}, base.storage_offset());
-  } else {
-    // Kept dims first, reduced dims last, so each output is one contiguous row.
-    std::vector<int64_t> order;
-    for (int64_t i = 0; i < x.dim(); ++i) {
-      if (!reduced[i]) {
-        order.push_back(i);
-        outer *= x.sizes()[i];
+  std::optional<Layout> l = dense_layout(x, reduced);
+  const bool rounds_between = (out_dtype == DType::Float16 || out_dtype == DType::BFloat16) &&
+                              (op == ReduceOp::Sum || op == ReduceOp::Prod);
+  if (l && !(rounds_between &&
+             std::count(l->reduced.begin(), l->reduced.end(), true) > 1)) {
+    // A dtype change copies into a tensor laid out in x's memory order, so the views still hold.
+    Tensor cur = x.dtype() == out_dtype ? x : to_dtype(permute(x, l->order), out_dtype);
+    std::vector<int64_t>& sizes = l->sizes;
+    std::vector<bool>& red = l->reduced;
+    if (std::find(red.begin(), red.end(), true) == red.end()) {
+      // Nothing of size > 1 reduced: every element is its own output (one row of columns).
+      sizes.insert(sizes.begin(), 1);
+      red.insert(red.begin(), true);
+    }
+    for (;;) {
+      auto it = std::find(red.rbegin(), red.rend(), true);
+      if (it == red.rend()) break;
+      const size_t s = static_cast<size_t>(red.rend() - it) - 1;
+      const int64_t outer = product(sizes, 0, s), r = sizes[s];
+      const int64_t inner = product(sizes, s + 1, sizes.size());
+      Tensor in = make_view(cur, {outer, r, inner}, {r * inner, inner, 1}, cur.storage_offset());
+      cur = reduce_call(op, in, outer, inner, name);
+      sizes.erase(sizes.begin() + s);
+      red.erase(red.begin() + s);
+      if (s > 0 && s < sizes.size()) {  // the kept runs on either side now touch
+        sizes[s - 1] *= sizes[s];
+        sizes.erase(sizes.begin() + s);
+        red.erase(red.begin() + s);
       }
     }
-    for (int64_t d : dims) {
-      order.push_back(d);
-      r *= x.sizes()[d];
-    }
-    in = reshape(contiguous(to_dtype(permute(x, order), out_dtype)), {outer, r, 1});
+    return reshape(cur, out_shape);
   }
-  Tensor out = make_tensor({outer, inner}, out_dtype, x.device());
-  require_kernel(backend(x.device()).reduce, name, x.device())(op, out, in);
-  return reshape(out, out_shape);
+  // Kept dims first, reduced dims last, so each output is one contiguous row.
+  std::vector<int64_t> order;
+  int64_t outer = 1, r = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (!reduced[i]) {
+      order.push_back(i);
+      outer *= x.sizes()[i];
+    }
+  }
+  for (int64_t d : dims) {
+    order.push_back(d);
+    r *= x.sizes()[d];
+  }
+  Tensor in = reshape(contiguous(to_dtype(permute(x, order), out_dtype)), {outer, r, 1});
+  return reshape(reduce_call(op, in, outer, 1, name), out_shape);
 }
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {

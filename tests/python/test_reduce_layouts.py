@@ -111,7 +111,9 @@ SHAPES_DIMS = [
     ((64, 33), 0),        # bias-gradient shape: leading dim, inner > 1
     ((4096, 24), 0),      # long R, few outputs: R split across blocks
     ((5, 9, 7), 1),       # middle dim
-    ((6, 5, 4, 3), (0, 2, 3)),  # batch-norm statistics: dims around a kept one
+    ((6, 5, 4, 3), (0, 2, 3)),  # batch-norm statistics: reduced runs around a kept one
+    ((3, 4, 5, 6, 7), (0, 2, 4)),  # three reduced runs
+    ((3, 4, 5, 6), (1, 3)),  # two runs, kept dims at both ends
     ((3, 8, 2100), -1),   # long trailing rows
     ((1100, 3), 1),       # many tiny rows
     ((300, 100), 1),      # many short rows
@@ -185,6 +187,9 @@ def test_all_any_over_dims(dim, layout, device):
 @pytest.mark.parametrize("np_dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64])
 @pytest.mark.parametrize("dim", [None, 0, 1])
 def test_integer_inputs(np_dtype, dim, device):
+    m = RNG.integers(0, 50, size=(5, 6, 7)).astype(np_dtype)
+    got = on(m, device).sum((0, 2))
+    np.testing.assert_array_equal(host(got), m.astype(np.int64).sum((0, 2)))
     a = RNG.integers(0 if np_dtype == np.uint8 else -50, 50, size=(2100, 3)).astype(np_dtype)
     x = on(a, device)
     s = x.sum(dim) if dim is not None else x.sum()
