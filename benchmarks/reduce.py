@@ -75,7 +75,7 @@ def main():
     rng = np.random.default_rng(0)
     k_time = timer(kiln, args.device)
     t_time = timer(torch, args.device) if torch is not None else None
-    head = f"{'case':40s}{'kiln ms':>10s}{'kiln GB/s':>11s}{'torch ms':>10s}{"ratio":>8s}  err"
+    head = f"{'case':40s}{'kiln ms':>10s}{'kiln GB/s':>11s}{'torch ms':>10s}{'ratio':>8s}  err"
     print(head)
     print("-" * len(head))
     for name, shape, fn in case_list(args.small):
