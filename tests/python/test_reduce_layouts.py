@@ -90,6 +90,10 @@ def test_full_argmax_ties_and_nan(n, device):
     assert on(a, device).argmax().item() == n // 4 == on(a, device).argmin().item()
     h = on(a, device, kiln.float16)
     assert h.argmax().item() == n // 4
+    rows = RNG.standard_normal((3, n)).astype(np.float32)
+    rows[1, [n // 7, n - 5]] = 9.0
+    np.testing.assert_array_equal(host(on(rows, device).argmax(1)), np.argmax(rows, 1))
+    np.testing.assert_array_equal(host(on(rows, device).argmin(-1)), np.argmin(rows, 1))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -115,6 +119,8 @@ SHAPES_DIMS = [
     ((3, 4, 5, 6, 7), (0, 2, 4)),  # three reduced runs
     ((3, 4, 5, 6), (1, 3)),  # two runs, kept dims at both ends
     ((3, 8, 2100), -1),   # long trailing rows
+    ((4, 70000), -1),     # a few long rows, each split across blocks
+    ((3, 4096, 24), 1),   # a few outputs per outer index, R split across blocks
     ((1100, 3), 1),       # many tiny rows
     ((300, 100), 1),      # many short rows
     ((7, 1, 6), (0, 1)),  # a reduced size-1 dim
