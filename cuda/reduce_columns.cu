@@ -29,9 +29,16 @@ __global__ void columns_kernel(ReduceOp op, int64_t outer, int64_t n, int64_t in
     A acc = reduce_identity<A>(op);
     if (c < outputs) {
       const T* col = in + (c / inner) * n * inner + c % inner;
-#pragma unroll 4
-      for (int64_t k = r0 + threadIdx.y; k < r1; k += blockDim.y)
-        acc = reduce_combine(op, acc, static_cast<A>(col[k * inner]));
+      const int64_t step = blockDim.y;
+      int64_t k = r0 + threadIdx.y;
+      for (; k + 3 * step < r1; k += 4 * step) {  // four loads in flight before combining
+        T v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = col[(k + u * step) * inner];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) acc = reduce_combine(op, acc, static_cast<A>(v[u]));
+      }
+      for (; k < r1; k += step) acc = reduce_combine(op, acc, static_cast<A>(col[k * inner]));
     }
     if (blockDim.y > 1) {
       buf[slot] = acc;
