@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
-#include <vector>
+#include <memory>
 
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
@@ -124,7 +124,8 @@ void reduce_rows(T* dst, const T* src, int64_t outer, int64_t r, F f) {
     for (int64_t o = 0; o < outer; ++o) dst[o] = T(reduce_row(src + o * r, r, f));
     return;
   }
-  std::vector<A> part(outer * chunks);
+  // Not std::vector: vector<bool> packs bits, and threads write neighbouring partials.
+  std::unique_ptr<A[]> part(new A[outer * chunks]);
 #pragma omp parallel for if (outer * r > kParallelWork)
   for (int64_t i = 0; i < outer * chunks; ++i) {
     const int64_t o = i / chunks, c = i % chunks;
