@@ -31,12 +31,14 @@ __global__ void columns_kernel(ReduceOp op, int64_t outer, int64_t n, int64_t in
       const T* col = in + (c / inner) * n * inner + c % inner;
       const int64_t step = blockDim.y;
       int64_t k = r0 + threadIdx.y;
-      for (; k + 3 * step < r1; k += 4 * step) {  // four loads in flight before combining
-        T v[4];
+      // U loads in flight before combining: 16 bytes or more per thread, as the rows kernel.
+      constexpr int U = sizeof(T) >= 4 ? 4 : 8;
+      for (; k + (U - 1) * step < r1; k += U * step) {
+        T v[U];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = col[(k + u * step) * inner];
+        for (int u = 0; u < U; ++u) v[u] = col[(k + u * step) * inner];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) acc = reduce_combine(op, acc, static_cast<A>(v[u]));
+        for (int u = 0; u < U; ++u) acc = reduce_combine(op, acc, static_cast<A>(v[u]));
       }
       for (; k < r1; k += step) acc = reduce_combine(op, acc, static_cast<A>(col[k * inner]));
     }
