@@ -31,7 +31,7 @@ __global__ void columns_kernel(ReduceOp op, int64_t outer, int64_t n, int64_t in
       const T* col = in + (c / inner) * n * inner + c % inner;
       const int64_t step = blockDim.y;
       int64_t k = r0 + threadIdx.y;
-      // U loads in flight before combining: 16 bytes or more per thread, as the rows kernel.
+      // U loads in flight before combining (more of them for narrow types).
       constexpr int U = sizeof(T) >= 4 ? 4 : 8;
       for (; k + (U - 1) * step < r1; k += U * step) {
         T v[U];

@@ -249,3 +249,22 @@ def test_sum_gradient_through_fast_layouts(device):
     x = on(a, device, kiln.float64).requires_grad_(True)
     (x.sum(0) * kiln.arange(5, dtype=kiln.float64, device=device)).sum().backward()
     np.testing.assert_array_equal(host(x.grad), np.tile(np.arange(5.0), (8, 1)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_benchmark_shapes_match_torch(dtype, device):
+    torch = pytest.importorskip("torch")
+    cases = [((2**20 + 3,), None), ((512, 256), 0), ((512, 256), -1), ((16, 8, 12, 12), (0, 2, 3))]
+    for shape, dim in cases:
+        a = RNG.standard_normal(shape).astype(np.float32)
+        kx = kiln.tensor(a, device=device).to(getattr(kiln, dtype))
+        tx = torch.tensor(a, device=device).to(getattr(torch, dtype))
+        for name in ("sum", "amax", "amin"):
+            args = () if dim is None else (dim,)
+            got, ref = getattr(kx, name)(*args), getattr(tx, name)(*args)
+            assert str(got.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1]
+            ref = ref.float().cpu().numpy()
+            check(got, ref, host(kx).astype(np.float64), dim if dim is None else tuple(np.atleast_1d(dim)),
+                  1e-2 if dtype != "float32" else 1e-5)
+        assert kiln.isfinite(kx).all().item() == torch.isfinite(tx).all().item()
