@@ -21,8 +21,8 @@ constexpr int64_t kTinyRowMax = 32;
 // a scalar head up to the first 16-byte boundary, then 16-byte vectors (four loads in flight
 // per thread), then a scalar tail.
 template <typename T, typename A>
-__device__ __forceinline__ A accumulate_row(ReduceOp op, A acc, const T* x, int64_t n,
-                                            int64_t lane, int64_t lanes) {
+__device__ __forceinline__ A accumulate_row(ReduceOp op, A acc, const T* x, int64_t n, int64_t lane,
+                                            int64_t lanes) {
   constexpr int V = 16 / sizeof(T);
   const int64_t misaligned = (reinterpret_cast<uintptr_t>(x) % 16) / sizeof(T);
   const int64_t head = misaligned == 0 ? 0 : (V - misaligned < n ? V - misaligned : n);
@@ -96,8 +96,9 @@ template <typename T, typename Out>
 void launch_warp_rows(ReduceOp op, int64_t rows, int64_t n, const T* in, Out* out,
                       cudaStream_t stream) {
   const int64_t rows_per_block = kThreads / 32;
-  warp_rows_kernel<T, Out><<<capped_grid((rows + rows_per_block - 1) / rows_per_block),
-                             kThreads, 0, stream>>>(op, rows, n, in, out);
+  warp_rows_kernel<T, Out>
+      <<<capped_grid((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, stream>>>(
+          op, rows, n, in, out);
 }
 
 // out[r] = reduce(in[r, :]) for `rows` contiguous rows of n elements.
@@ -110,16 +111,16 @@ void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t rows,
   if (n <= kWarpRowMax) return launch_warp_rows(op, rows, n, src, dst, stream);
   // Each block reads at least four 16-byte vectors per thread.
   const int64_t per_block = kThreads * (16 / sizeof(T)) * 4;
-  const int64_t splits = std::clamp<int64_t>(std::min(kTargetBlocks / rows, n / per_block), 1,
-                                             kTargetBlocks);
+  const int64_t splits =
+      std::clamp<int64_t>(std::min(kTargetBlocks / rows, n / per_block), 1, kTargetBlocks);
   if (splits == 1) {
     rows_kernel<T, T><<<capped_grid(rows), kThreads, 0, stream>>>(op, rows, n, 1, src, dst);
     return;
   }
   Tensor partials = make_tensor({rows, splits}, reduce_acc_dtype(in.dtype()), in.device());
   A* part = static_cast<A*>(partials.data_ptr());
-  rows_kernel<T, A><<<capped_grid(rows * splits), kThreads, 0, stream>>>(op, rows, n, splits,
-                                                                         src, part);
+  rows_kernel<T, A>
+      <<<capped_grid(rows * splits), kThreads, 0, stream>>>(op, rows, n, splits, src, part);
   launch_warp_rows(op, rows, splits, part, dst, stream);
 }
 

@@ -47,15 +47,21 @@ template <typename A>
 __device__ __forceinline__ A reduce_identity(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Any: return A(0);
+    case ReduceOp::Any:
+      return A(0);
     case ReduceOp::Prod:
-    case ReduceOp::All: return A(1);
+    case ReduceOp::All:
+      return A(1);
     case ReduceOp::Max:
-      if constexpr (std::is_floating_point_v<A>) return -static_cast<A>(INFINITY);
-      else return std::numeric_limits<A>::lowest();
+      if constexpr (std::is_floating_point_v<A>)
+        return -static_cast<A>(INFINITY);
+      else
+        return std::numeric_limits<A>::lowest();
     case ReduceOp::Min:
-      if constexpr (std::is_floating_point_v<A>) return static_cast<A>(INFINITY);
-      else return std::numeric_limits<A>::max();
+      if constexpr (std::is_floating_point_v<A>)
+        return static_cast<A>(INFINITY);
+      else
+        return std::numeric_limits<A>::max();
   }
   return A(0);
 }
@@ -64,16 +70,20 @@ __device__ __forceinline__ A reduce_identity(ReduceOp op) {
 template <typename A>
 __device__ __forceinline__ A reduce_combine(ReduceOp op, A x, A y) {
   switch (op) {
-    case ReduceOp::Sum: return A(x + y);
-    case ReduceOp::Prod: return A(x * y);
+    case ReduceOp::Sum:
+      return A(x + y);
+    case ReduceOp::Prod:
+      return A(x * y);
     case ReduceOp::Max:
       if (reduce_nan(x) || reduce_nan(y)) return reduce_nan(x) ? x : y;
       return x > y ? x : y;
     case ReduceOp::Min:
       if (reduce_nan(x) || reduce_nan(y)) return reduce_nan(x) ? x : y;
       return x < y ? x : y;
-    case ReduceOp::All: return A(x && y);
-    case ReduceOp::Any: return A(x || y);
+    case ReduceOp::All:
+      return A(x && y);
+    case ReduceOp::Any:
+      return A(x || y);
   }
   return x;
 }

@@ -16,8 +16,8 @@ namespace {
 // in shared memory. out[blockIdx.y * outputs + c] is the result, or with gridDim.y > 1 a
 // partial of the [splits, outputs] scratch.
 template <typename T, typename Out>
-__global__ void columns_kernel(ReduceOp op, int64_t outer, int64_t n, int64_t inner,
-                               int64_t chunk, const T* __restrict__ in, Out* __restrict__ out) {
+__global__ void columns_kernel(ReduceOp op, int64_t outer, int64_t n, int64_t inner, int64_t chunk,
+                               const T* __restrict__ in, Out* __restrict__ out) {
   using A = acc_t<T>;
   __shared__ A buf[kThreads];
   const int64_t outputs = outer * inner;
@@ -80,8 +80,8 @@ ColumnGrid column_grid(int64_t outputs, int64_t n, int64_t inner, bool split) {
   g.blocks_x = static_cast<unsigned>(blocks_x);
   int64_t splits = 1;
   // Each thread keeps at least 16 rows of its slice.
-  if (split) splits = std::clamp<int64_t>(std::min(kTargetBlocks / blocks_x, n / (g.by * 16)), 1,
-                                          65535);
+  if (split)
+    splits = std::clamp<int64_t>(std::min(kTargetBlocks / blocks_x, n / (g.by * 16)), 1, 65535);
   g.chunk = (n + splits - 1) / splits;
   g.splits = static_cast<unsigned>(g.chunk == 0 ? 1 : (n + g.chunk - 1) / g.chunk);
   return g;

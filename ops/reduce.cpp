@@ -162,9 +162,10 @@ namespace {
 // reductions, leading dims (bias gradients), trailing dims, transposed inputs. Several runs
 // (batch-norm statistics over dims (0, 2, 3)) take one call per run, innermost first, each
 // writing a smaller contiguous tensor in the output dtype: exact for max/min/all/any, and
-// float32/float64/int64 sums keep the precision the kernel accumulates in anyway. Half sums and
-// products would round between calls, and other layouts (slices, broadcasts) are not dense:
-// those are copied with the reduced dims last (inner == 1).
+// float32/float64/int64 sums keep the precision the kernel accumulates in anyway. Other layouts
+// (slices, broadcasts, kept dims out of order in memory) are first copied in logical order.
+// Half sums and products over several runs would round between calls: those are copied with
+// the reduced dims last instead (inner == 1).
 struct Layout {
   std::vector<int64_t> order;  // x's dims in memory order, size-1 dims last
   std::vector<int64_t> sizes;  // runs of merged dims in memory order, alternately kept/reduced
@@ -229,13 +230,21 @@ Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, boo
   std::vector<bool> reduced(x.dim(), false);
   for (int64_t d : dims) reduced[d] = true;
   GradModeGuard no_grad(false);
-  std::optional<Layout> l = dense_layout(x, reduced);
   const bool rounds_between = (out_dtype == DType::Float16 || out_dtype == DType::BFloat16) &&
                               (op == ReduceOp::Sum || op == ReduceOp::Prod);
-  if (l && !(rounds_between &&
-             std::count(l->reduced.begin(), l->reduced.end(), true) > 1)) {
-    // A dtype change copies into a tensor laid out in x's memory order, so the views still hold.
-    Tensor cur = x.dtype() == out_dtype ? x : to_dtype(permute(x, l->order), out_dtype);
+  auto usable = [&](const std::optional<Layout>& l) {
+    return l && !(rounds_between && std::count(l->reduced.begin(), l->reduced.end(), true) > 1);
+  };
+  Tensor src = x;
+  std::optional<Layout> l = dense_layout(x, reduced);
+  if (!l && x.numel() > 0) {
+    // A copy in logical order (coalesced on both sides) usually makes the input usable.
+    src = contiguous(to_dtype(x, out_dtype));
+    l = dense_layout(src, reduced);
+  }
+  if (usable(l)) {
+    // A dtype change copies into a tensor laid out in src's memory order, so views still hold.
+    Tensor cur = src.dtype() == out_dtype ? src : to_dtype(permute(src, l->order), out_dtype);
     std::vector<int64_t>& sizes = l->sizes;
     std::vector<bool>& red = l->reduced;
     if (std::find(red.begin(), red.end(), true) == red.end()) {
@@ -274,7 +283,7 @@ Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, boo
     order.push_back(d);
     r *= x.sizes()[d];
   }
-  Tensor in = reshape(contiguous(to_dtype(permute(x, order), out_dtype)), {outer, r, 1});
+  Tensor in = reshape(contiguous(to_dtype(permute(src, order), out_dtype)), {outer, r, 1});
   return reshape(reduce_call(op, in, outer, 1, name), out_shape);
 }
 

@@ -3,8 +3,8 @@
 // precision. Chunks and strips have fixed sizes, so results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <memory>
+#include <type_traits>
 
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
@@ -186,17 +186,21 @@ void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     switch (op) {
-      case ReduceOp::Sum: return reduce_typed<T>(out, in, SumF<A>());
-      case ReduceOp::Prod: return reduce_typed<T>(out, in, ProdF<A>());
-      case ReduceOp::Max: return reduce_typed<T>(out, in, ExtremeF<A, true>());
-      case ReduceOp::Min: return reduce_typed<T>(out, in, ExtremeF<A, false>());
-      default: break;
+      case ReduceOp::Sum:
+        return reduce_typed<T>(out, in, SumF<A>());
+      case ReduceOp::Prod:
+        return reduce_typed<T>(out, in, ProdF<A>());
+      case ReduceOp::Max:
+        return reduce_typed<T>(out, in, ExtremeF<A, true>());
+      case ReduceOp::Min:
+        return reduce_typed<T>(out, in, ExtremeF<A, false>());
+      default:
+        break;
     }
   });
 }
 
-void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
-                       const Tensor& in) {
+void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices, const Tensor& in) {
   dispatch_all(in.dtype(), "arg_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;

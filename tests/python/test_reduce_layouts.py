@@ -15,8 +15,10 @@ OPS = {
     "sum": (lambda x, d, k: x.sum(d, k), lambda a, d, k: a.sum(d, keepdims=k)),
     "prod": (lambda x, d, k: x.prod(d, k) if isinstance(d, int) else x.prod(),
              lambda a, d, k: a.prod(d, keepdims=isinstance(d, int) and k)),
-    "amax": (lambda x, d, k: x.amax(() if d is None else d, k), lambda a, d, k: a.max(d, keepdims=k)),
-    "amin": (lambda x, d, k: x.amin(() if d is None else d, k), lambda a, d, k: a.min(d, keepdims=k)),
+    "amax": (lambda x, d, k: x.amax(() if d is None else d, k),
+             lambda a, d, k: a.max(d, keepdims=k)),
+    "amin": (lambda x, d, k: x.amin(() if d is None else d, k),
+             lambda a, d, k: a.min(d, keepdims=k)),
 }
 
 
@@ -265,6 +267,6 @@ def test_benchmark_shapes_match_torch(dtype, device):
             got, ref = getattr(kx, name)(*args), getattr(tx, name)(*args)
             assert str(got.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1]
             ref = ref.float().cpu().numpy()
-            check(got, ref, host(kx).astype(np.float64), dim if dim is None else tuple(np.atleast_1d(dim)),
-                  1e-2 if dtype != "float32" else 1e-5)
+            axis = None if dim is None else tuple(np.atleast_1d(dim))
+            check(got, ref, host(kx).astype(np.float64), axis, 1e-2 if dtype != "float32" else 1e-5)
         assert kiln.isfinite(kx).all().item() == torch.isfinite(tx).all().item()
