@@ -20,8 +20,8 @@ constexpr int64_t kTinyRowMax = 32;
 // Combines x[lane], x[lane + lanes], ... (n elements) into acc. The row may start anywhere:
 // a scalar head up to the first 16-byte boundary, then 16-byte vectors (four loads in flight
 // per thread), then a scalar tail.
-template <typename T, typename A>
-__device__ __forceinline__ A accumulate_row(ReduceOp op, A acc, const T* x, int64_t n, int64_t lane,
+template <typename Op, typename T, typename A>
+__device__ __forceinline__ A accumulate_row(Op op, A acc, const T* x, int64_t n, int64_t lane,
                                             int64_t lanes) {
   constexpr int V = 16 / sizeof(T);
   const int64_t misaligned = (reinterpret_cast<uintptr_t>(x) % 16) / sizeof(T);
@@ -59,8 +59,10 @@ __global__ void rows_kernel(ReduceOp op, int64_t rows, int64_t n, int64_t splits
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int64_t b = blockIdx.x; b < rows * splits; b += gridDim.x) {
     const int64_t row = b / splits, share = b % splits;
-    A acc = accumulate_row(op, reduce_identity<A>(op), in + row * n, n,
-                           share * blockDim.x + threadIdx.x, splits * blockDim.x);
+    A acc = with_op(op, [&](auto k) {
+      return accumulate_row(k, reduce_identity<A>(op), in + row * n, n,
+                            share * blockDim.x + threadIdx.x, splits * blockDim.x);
+    });
     acc = reduce_warp(op, acc);
     __syncthreads();  // the previous row's reader of scratch is done
     if (lane == 0) scratch[warp] = acc;
@@ -82,7 +84,9 @@ __global__ void warp_rows_kernel(ReduceOp op, int64_t rows, int64_t n, const T* 
   const int lane = threadIdx.x & 31;
   for (int64_t row = blockIdx.x * warps + (threadIdx.x >> 5); row < rows;
        row += int64_t(gridDim.x) * warps) {
-    A acc = accumulate_row(op, reduce_identity<A>(op), in + row * n, n, lane, 32);
+    A acc = with_op(op, [&](auto k) {
+      return accumulate_row(k, reduce_identity<A>(op), in + row * n, n, lane, 32);
+    });
     acc = reduce_warp(op, acc);
     if (lane == 0) out[row] = static_cast<Out>(acc);
   }

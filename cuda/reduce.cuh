@@ -10,9 +10,10 @@
 //  - columns (inner > 1, or rows of a few elements): threadIdx.x maps to outputs (coalesced
 //    reads of each of the R rows), threadIdx.y splits R within the block, and with few outputs
 //    and a long R, blockIdx.y splits R across blocks, their partials reduced by a second launch.
-// Arithmetic and partials are in acc_t (float for half types); the op is a uniform branch, which
-// keeps one kernel per dtype. The split points depend only on the shapes, so results are
-// deterministic.
+// Arithmetic and partials are in acc_t (float for half types). One kernel per dtype takes the op
+// at run time; with_op switches once per thread, outside the element loops, so those compile
+// per op without a branch per element. The split points depend only on the shapes, so results
+// are deterministic.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +87,27 @@ __device__ __forceinline__ A reduce_combine(ReduceOp op, A x, A y) {
       return A(x || y);
   }
   return x;
+}
+
+// Calls f(op as a compile-time constant), so a hot loop written with reduce_combine(op, ...)
+// inlines without a switch per element.
+template <typename F>
+__device__ __forceinline__ auto with_op(ReduceOp op, F&& f) {
+  using std::integral_constant;
+  switch (op) {
+    case ReduceOp::Prod:
+      return f(integral_constant<ReduceOp, ReduceOp::Prod>{});
+    case ReduceOp::Max:
+      return f(integral_constant<ReduceOp, ReduceOp::Max>{});
+    case ReduceOp::Min:
+      return f(integral_constant<ReduceOp, ReduceOp::Min>{});
+    case ReduceOp::All:
+      return f(integral_constant<ReduceOp, ReduceOp::All>{});
+    case ReduceOp::Any:
+      return f(integral_constant<ReduceOp, ReduceOp::Any>{});
+    default:
+      return f(integral_constant<ReduceOp, ReduceOp::Sum>{});
+  }
 }
 
 // __shfl_xor_sync has no overloads below 32 bits (bool, int8, int16).

@@ -29,18 +29,22 @@ __global__ void columns_kernel(ReduceOp op, int64_t outer, int64_t n, int64_t in
     A acc = reduce_identity<A>(op);
     if (c < outputs) {
       const T* col = in + (c / inner) * n * inner + c % inner;
-      const int64_t step = blockDim.y;
-      int64_t k = r0 + threadIdx.y;
-      // U loads in flight before combining (more of them for narrow types).
-      constexpr int U = sizeof(T) >= 4 ? 4 : 8;
-      for (; k + (U - 1) * step < r1; k += U * step) {
-        T v[U];
+      acc = with_op(op, [&](auto o) {
+        A a = acc;
+        const int64_t step = blockDim.y;
+        int64_t k = r0 + threadIdx.y;
+        // U loads in flight before combining (more of them for narrow types).
+        constexpr int U = sizeof(T) >= 4 ? 4 : 8;
+        for (; k + (U - 1) * step < r1; k += U * step) {
+          T v[U];
 #pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = col[(k + u * step) * inner];
+          for (int u = 0; u < U; ++u) v[u] = col[(k + u * step) * inner];
 #pragma unroll
-        for (int u = 0; u < U; ++u) acc = reduce_combine(op, acc, static_cast<A>(v[u]));
-      }
-      for (; k < r1; k += step) acc = reduce_combine(op, acc, static_cast<A>(col[k * inner]));
+          for (int u = 0; u < U; ++u) a = reduce_combine(o, a, static_cast<A>(v[u]));
+        }
+        for (; k < r1; k += step) a = reduce_combine(o, a, static_cast<A>(col[k * inner]));
+        return a;
+      });
     }
     if (blockDim.y > 1) {
       buf[slot] = acc;
