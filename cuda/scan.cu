@@ -1,9 +1,11 @@
 // CUDA arg-reductions (max/min with indices) and inclusive scans over the
 // rows of a contiguous [outer, n] input (the ops/backend.h contracts).
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
+#include "cuda/reduce.cuh"
 #include "ops/dispatch.h"
 
 namespace kiln::cuda {
@@ -29,16 +31,21 @@ __device__ bool better(bool is_max, A av, int64_t ai, A bv, int64_t bi) {
   return is_max ? av > bv : av < bv;
 }
 
-template <typename T>
-__global__ void arg_reduce_rows(bool is_max, int64_t inner, T* values, int64_t* indices,
-                                const T* in) {
+// Block b takes share b % splits of row b / splits (elements share * blockDim.x + t, stepping
+// by splits * blockDim.x) and writes its winner to values[b], indices[b]: the result when
+// splits == 1, else a partial that arg_reduce_finish combines. A long row on few outputs (a full
+// argmax) is thus read by many blocks, not one.
+template <typename T, typename V>
+__global__ void arg_reduce_rows(bool is_max, int64_t inner, int64_t splits, V* values,
+                                int64_t* indices, const T* in) {
   using A = acc_t<T>;
   __shared__ A best_v[kThreads];
   __shared__ int64_t best_i[kThreads];
-  const T* row = in + blockIdx.x * inner;
-  A bv = static_cast<A>(row[0]);
+  const int64_t share = blockIdx.x % splits;
+  const T* row = in + (blockIdx.x / splits) * inner;
+  A bv = static_cast<A>(row[0]);  // a valid candidate for every share: ties go to index 0
   int64_t bi = 0;
-  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+  for (int64_t i = share * blockDim.x + threadIdx.x; i < inner; i += splits * blockDim.x) {
     A v = static_cast<A>(row[i]);
     if (better(is_max, v, i, bv, bi)) {
       bv = v;
@@ -58,8 +65,26 @@ __global__ void arg_reduce_rows(bool is_max, int64_t inner, T* values, int64_t* 
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    values[blockIdx.x] = static_cast<T>(best_v[0]);
+    values[blockIdx.x] = static_cast<V>(best_v[0]);
     indices[blockIdx.x] = best_i[0];
+  }
+}
+
+// values[r], indices[r] = the winner among row r's `splits` partials.
+template <typename A, typename T>
+__global__ void arg_reduce_finish(bool is_max, int64_t rows, int64_t splits, const A* part_v,
+                                  const int64_t* part_i, T* values, int64_t* indices) {
+  KILN_GRID_STRIDE(r, rows) {
+    A bv = part_v[r * splits];
+    int64_t bi = part_i[r * splits];
+    for (int64_t s = 1; s < splits; ++s) {
+      if (better(is_max, part_v[r * splits + s], part_i[r * splits + s], bv, bi)) {
+        bv = part_v[r * splits + s];
+        bi = part_i[r * splits + s];
+      }
+    }
+    values[r] = static_cast<T>(bv);
+    indices[r] = bi;
   }
 }
 
@@ -83,13 +108,30 @@ void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
   const int64_t outer = in.size(0), inner = in.size(1);
   if (outer == 0) return;
   LaunchContext ctx(in);
-  dispatch_all(in.dtype(), op == ReduceOp::Max ? "max" : "min", [&](auto tag) {
+  const bool is_max = op == ReduceOp::Max;
+  // Splits fill about kTargetBlocks blocks, each reading at least 8 elements per thread.
+  const int64_t splits =
+      std::clamp<int64_t>(std::min(kTargetBlocks / outer, inner / (kThreads * 8)), 1,
+                          kTargetBlocks);
+  dispatch_all(in.dtype(), is_max ? "max" : "min", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    arg_reduce_rows<T><<<static_cast<unsigned>(outer), kThreads, 0, ctx.stream>>>(
-        op == ReduceOp::Max, inner, static_cast<T*>(values.data_ptr()),
-        indices.data<int64_t>(), static_cast<const T*>(in.data_ptr()));
+    using A = acc_t<T>;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* val = static_cast<T*>(values.data_ptr());
+    if (splits == 1) {
+      arg_reduce_rows<T, T><<<static_cast<unsigned>(outer), kThreads, 0, ctx.stream>>>(
+          is_max, inner, 1, val, indices.data<int64_t>(), src);
+      return;
+    }
+    Tensor part_v = make_tensor({outer * splits}, reduce_acc_dtype(in.dtype()), in.device());
+    Tensor part_i = make_tensor({outer * splits}, DType::Int64, in.device());
+    arg_reduce_rows<T, A><<<static_cast<unsigned>(outer * splits), kThreads, 0, ctx.stream>>>(
+        is_max, inner, splits, static_cast<A*>(part_v.data_ptr()), part_i.data<int64_t>(), src);
+    arg_reduce_finish<A, T><<<grid_for(outer), kThreads, 0, ctx.stream>>>(
+        is_max, outer, splits, static_cast<const A*>(part_v.data_ptr()), part_i.data<int64_t>(),
+        val, indices.data<int64_t>());
   });
-  KILN_CUDA_CHECK_LAUNCH(op == ReduceOp::Max ? "max" : "min");
+  KILN_CUDA_CHECK_LAUNCH(is_max ? "max" : "min");
 }
 
 void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {

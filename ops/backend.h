@@ -46,7 +46,9 @@ struct Backend {
   void (*fill)(const Tensor& dst, Scalar value) = nullptr;
   // out = cond ? a : b; all broadcast to out's shape; a, b, out share a dtype.
   void (*where)(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = nullptr;
-  // out[i] = reduce(in[i, :]); in is contiguous 2-D [outer, inner], out is [outer].
+  // out[o, j] = reduce(in[o, :, j]); in is contiguous 3-D [outer, R, inner] (R may be 0 except
+  // for Max/Min), out is contiguous [outer, inner] of in's dtype (Note [Reduction layouts] in
+  // ops/reduce.cpp). Half types accumulate in float32; All/Any take bool.
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;

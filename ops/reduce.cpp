@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "autograd/function.h"
@@ -153,35 +154,137 @@ Tensor unsqueeze_reduced(const Tensor& t, const Shape& in_shape, const std::vect
   return reshape(t, reduced_shape(in_shape, dims, true));
 }
 
+namespace {
+// Note [Reduction layouts]: the reduce kernels take a contiguous [outer, R, inner] input and
+// reduce its middle dim. When x's elements are dense in memory (any dim order, size-1 dims
+// ignored) and its kept dims keep their logical order in memory order, x is read in place, as
+// runs of kept and reduced dims. One reduced run is one kernel call on a view of x: full
+// reductions, leading dims (bias gradients), trailing dims, transposed inputs. Several runs
+// (batch-norm statistics over dims (0, 2, 3)) take one call per run, innermost first, each
+// writing a smaller contiguous tensor in the output dtype: exact for max/min/all/any, and
+// float32/float64/int64 sums keep the precision the kernel accumulates in anyway. Other layouts
+// (slices, broadcasts, kept dims out of order in memory) are first copied in logical order.
+// Half sums and products over several runs would round between calls: those are copied with
+// the reduced dims last instead (inner == 1).
+struct Layout {
+  std::vector<int64_t> order;  // x's dims in memory order, size-1 dims last
+  std::vector<int64_t> sizes;  // runs of merged dims in memory order, alternately kept/reduced
+  std::vector<bool> reduced;   // whether each run is reduced
+};
+
+std::optional<Layout> dense_layout(const Tensor& x, const std::vector<bool>& reduced) {
+  if (x.numel() == 0) return std::nullopt;
+  Layout l;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (x.sizes()[i] != 1) l.order.push_back(i);
+  const Shape& st = x.strides();
+  std::stable_sort(l.order.begin(), l.order.end(),
+                   [&](int64_t a, int64_t b) { return st[a] > st[b]; });
+  int64_t expected = 1;
+  for (auto it = l.order.rbegin(); it != l.order.rend(); ++it) {
+    if (st[*it] != expected) return std::nullopt;
+    expected *= x.sizes()[*it];
+  }
+  int64_t last_kept = -1;
+  for (int64_t d : l.order) {
+    if (!reduced[d]) {
+      if (d < last_kept) return std::nullopt;  // the output would need a permute
+      last_kept = d;
+    }
+    if (!l.sizes.empty() && l.reduced.back() == reduced[d]) {
+      l.sizes.back() *= x.sizes()[d];
+    } else {
+      l.sizes.push_back(x.sizes()[d]);
+      l.reduced.push_back(reduced[d]);
+    }
+  }
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (x.sizes()[i] == 1) l.order.push_back(i);
+  return l;
+}
+
+int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= v[i];
+  return p;
+}
+
+// The kernel on a contiguous [outer, R, inner] input; returns the [outer, inner] result.
+Tensor reduce_call(ReduceOp op, const Tensor& in, int64_t outer, int64_t inner, const char* name) {
+  Tensor out = make_tensor({outer, inner}, in.dtype(), in.device());
+  require_kernel(backend(in.device()).reduce, name, in.device())(op, out, in);
+  return out;
+}
+}  // namespace
+
 Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, bool keepdim,
                       DType out_dtype, const char* name) {
   std::vector<int64_t> dims = reduction_dims(dims_opt, x.dim(), name);
   Shape out_shape = reduced_shape(x.sizes(), dims, keepdim);
-  // Kept dims first, reduced dims last, so each output is one contiguous row.
-  std::vector<int64_t> order;
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    if (std::find(dims.begin(), dims.end(), i) == dims.end()) {
-      order.push_back(i);
-      outer *= x.sizes()[i];
-    }
-  }
-  for (int64_t d : dims) {
-    order.push_back(d);
-    inner *= x.sizes()[d];
-  }
   if (op == ReduceOp::Max || op == ReduceOp::Min) {
     for (int64_t d : dims)
       KILN_CHECK(x.sizes()[d] != 0, Index, "[", name, "] Expected reduction dim ", d,
                  " to have non-zero size (input shape ", x.sizes(),
                  "): max/min of no elements is undefined");
   }
+  std::vector<bool> reduced(x.dim(), false);
+  for (int64_t d : dims) reduced[d] = true;
   GradModeGuard no_grad(false);
-  Tensor in = contiguous(to_dtype(permute(x, order), out_dtype));
-  Tensor rows = reshape(in, {outer, inner});
-  Tensor out = make_tensor({outer}, out_dtype, x.device());
-  require_kernel(backend(x.device()).reduce, name, x.device())(op, out, rows);
-  return reshape(out, out_shape);
+  const bool rounds_between = (out_dtype == DType::Float16 || out_dtype == DType::BFloat16) &&
+                              (op == ReduceOp::Sum || op == ReduceOp::Prod);
+  auto usable = [&](const std::optional<Layout>& l) {
+    return l && !(rounds_between && std::count(l->reduced.begin(), l->reduced.end(), true) > 1);
+  };
+  Tensor src = x;
+  std::optional<Layout> l = dense_layout(x, reduced);
+  if (!l && x.numel() > 0) {
+    // A copy in logical order (coalesced on both sides) usually makes the input usable.
+    src = contiguous(to_dtype(x, out_dtype));
+    l = dense_layout(src, reduced);
+  }
+  if (usable(l)) {
+    // A dtype change copies into a tensor laid out in src's memory order, so views still hold.
+    Tensor cur = src.dtype() == out_dtype ? src : to_dtype(permute(src, l->order), out_dtype);
+    std::vector<int64_t>& sizes = l->sizes;
+    std::vector<bool>& red = l->reduced;
+    if (std::find(red.begin(), red.end(), true) == red.end()) {
+      // Nothing of size > 1 reduced: every element is its own output (one row of columns).
+      sizes.insert(sizes.begin(), 1);
+      red.insert(red.begin(), true);
+    }
+    for (;;) {
+      auto it = std::find(red.rbegin(), red.rend(), true);
+      if (it == red.rend()) break;
+      const size_t s = static_cast<size_t>(red.rend() - it) - 1;
+      const int64_t outer = product(sizes, 0, s), r = sizes[s];
+      const int64_t inner = product(sizes, s + 1, sizes.size());
+      Tensor in = make_view(cur, {outer, r, inner}, {r * inner, inner, 1}, cur.storage_offset());
+      cur = reduce_call(op, in, outer, inner, name);
+      sizes.erase(sizes.begin() + s);
+      red.erase(red.begin() + s);
+      if (s > 0 && s < sizes.size()) {  // the kept runs on either side now touch
+        sizes[s - 1] *= sizes[s];
+        sizes.erase(sizes.begin() + s);
+        red.erase(red.begin() + s);
+      }
+    }
+    return reshape(cur, out_shape);
+  }
+  // Kept dims first, reduced dims last, so each output is one contiguous row.
+  std::vector<int64_t> order;
+  int64_t outer = 1, r = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (!reduced[i]) {
+      order.push_back(i);
+      outer *= x.sizes()[i];
+    }
+  }
+  for (int64_t d : dims) {
+    order.push_back(d);
+    r *= x.sizes()[d];
+  }
+  Tensor in = reshape(contiguous(to_dtype(permute(src, order), out_dtype)), {outer, r, 1});
+  return reshape(reduce_call(op, in, outer, 1, name), out_shape);
 }
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
