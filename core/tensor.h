@@ -11,11 +11,10 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/shape.h"
 #include "core/storage.h"
 
 namespace kiln {
-
-using Shape = std::vector<int64_t>;
 
 class Node;
 class TensorImpl;

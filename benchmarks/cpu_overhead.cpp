@@ -1,0 +1,104 @@
+// kiln's host cost per op without Python, on the CPU: time and heap
+// allocations per call of make_tensor and of kiln::add on 1-element tensors.
+// The front end, promotion, allocation and autograd checks are the ones a
+// CUDA op runs (only the kernel differs), so this tracks the per-op overhead
+// on a machine without a GPU. benchmarks/cpu_overhead.py prints the Python
+// side; docs/benchmarks.md ("host overhead (CPU-side)") records both.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/binary.h"
+#include "ops/creation.h"
+
+// Every heap allocation in the process goes through these (the executable's
+// definitions take precedence over libc's for libkiln too), so a counter
+// sees allocations made anywhere: libstdc++'s operator new, Eigen, kiln.
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+}
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+extern "C" {
+void* malloc(size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(n);
+}
+void* calloc(size_t n, size_t size) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_realloc(p, n);
+}
+void* aligned_alloc(size_t alignment, size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_memalign(alignment, n);
+}
+void* memalign(size_t alignment, size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_memalign(alignment, n);
+}
+int posix_memalign(void** out, size_t alignment, size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  *out = __libc_memalign(alignment, n);
+  return *out ? 0 : 12;  // ENOMEM
+}
+}
+
+namespace {
+
+template <typename F>
+double median_us(F&& f, int iters = 200000, int repeats = 7) {
+  for (int i = 0; i < 1000; ++i) f();
+  std::vector<double> samples;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    auto t1 = std::chrono::steady_clock::now();
+    samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[repeats / 2];
+}
+
+template <typename F>
+double allocations_per_call(F&& f, int iters = 10000) {
+  f();
+  const long before = g_allocations.load();
+  for (int i = 0; i < iters; ++i) f();
+  return static_cast<double>(g_allocations.load() - before) / iters;
+}
+
+}  // namespace
+
+int main() {
+  using namespace kiln;
+  Tensor a = ones({1}, DType::Float32, Device()), b = ones({1}, DType::Float32, Device());
+  Tensor x = ones({1024}, DType::Float32, Device()), y = ones({1024}, DType::Float32, Device());
+  struct Case {
+    const char* name;
+    std::function<void()> fn;
+  };
+  const Case cases[] = {
+      {"make_tensor({1})", [] { make_tensor({1}, DType::Float32, Device()); }},
+      {"add(a, b), 1 element", [&] { add(a, b); }},
+      {"add(a, 2), 1 element", [&] { add(a, Scalar(2)); }},
+      {"add(x, y), 1024 elements", [&] { add(x, y); }},
+  };
+  std::printf("%-28s %10s %12s\n", "C++ call", "us/call", "mallocs/call");
+  for (const Case& c : cases)
+    std::printf("%-28s %10.3f %12.2f\n", c.name, median_us(c.fn), allocations_per_call(c.fn));
+  return 0;
+}
