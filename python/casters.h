@@ -8,6 +8,7 @@
 #pragma once
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -62,6 +63,10 @@ struct type_caster<kiln::Tensor> {
                                      kiln::python::tensor_type_info(), nullptr, nullptr, &holder);
   }
 };
+
+// Shapes cross as lists of ints, as std::vector<int64_t> does.
+template <>
+struct type_caster<kiln::Shape> : list_caster<kiln::Shape, int64_t> {};
 
 template <>
 struct type_caster<kiln::DType> {
