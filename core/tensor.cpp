@@ -55,8 +55,11 @@ Storage make_storage(size_t nbytes, Device device, const AllocationLabel& label)
     s = std::allocate_shared<StorageImpl>(StorageBlockAllocator<StorageImpl>(nbytes, &data));
     s->data = std::shared_ptr<void>(std::shared_ptr<void>(), data);
   } else {
+    Allocator* allocator = allocator_for(device);
     s = std::make_shared<StorageImpl>();
-    s->data = allocator_for(device)->allocate(nbytes, device, label);
+    void* data = allocator->allocate(nbytes, device, label);
+    s->data = std::shared_ptr<void>(std::shared_ptr<void>(), data);
+    s->allocator = allocator;
   }
   s->nbytes = nbytes;
   s->device = device;
@@ -151,18 +154,8 @@ AutogradMeta& TensorImpl::autograd() {
   return *autograd_;
 }
 
-const Shape& Tensor::sizes() const { return impl_->sizes_; }
-const Shape& Tensor::strides() const { return impl_->strides_; }
 int64_t Tensor::size(int64_t d) const { return impl_->sizes_[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl_->strides_[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes_.size()); }
-int64_t Tensor::numel() const { return impl_->numel_; }
-int64_t Tensor::storage_offset() const { return impl_->offset_; }
-DType Tensor::dtype() const { return impl_->dtype_; }
-Device Tensor::device() const { return impl_->storage_->device; }
-size_t Tensor::itemsize() const { return kiln::itemsize(impl_->dtype_); }
-bool Tensor::is_contiguous() const { return impl_->contiguous_; }
-const Storage& Tensor::storage() const { return impl_->storage_; }
 void* Tensor::data_ptr() const {
   return static_cast<char*>(impl_->storage_->data.get()) + impl_->offset_ * itemsize();
 }
