@@ -5,7 +5,6 @@
 // on a machine without a GPU. benchmarks/cpu_overhead.py prints the Python
 // side; docs/benchmarks.md ("host overhead (CPU-side)") records both.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -15,47 +14,7 @@
 #include "ops/binary.h"
 #include "ops/creation.h"
 
-// Every heap allocation in the process goes through these (the executable's
-// definitions take precedence over libc's for libkiln too), so a counter
-// sees allocations made anywhere: libstdc++'s operator new, Eigen, kiln.
-extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-}
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-extern "C" {
-void* malloc(size_t n) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  return __libc_malloc(n);
-}
-void* calloc(size_t n, size_t size) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  return __libc_calloc(n, size);
-}
-void* realloc(void* p, size_t n) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  return __libc_realloc(p, n);
-}
-void* aligned_alloc(size_t alignment, size_t n) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  return __libc_memalign(alignment, n);
-}
-void* memalign(size_t alignment, size_t n) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  return __libc_memalign(alignment, n);
-}
-int posix_memalign(void** out, size_t alignment, size_t n) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  *out = __libc_memalign(alignment, n);
-  return *out ? 0 : 12;  // ENOMEM
-}
-}
+#include "benchmarks/malloc_counter.h"
 
 namespace {
 
@@ -71,14 +30,6 @@ double median_us(F&& f, int iters = 200000, int repeats = 7) {
   }
   std::sort(samples.begin(), samples.end());
   return samples[repeats / 2];
-}
-
-template <typename F>
-double allocations_per_call(F&& f, int iters = 10000) {
-  f();
-  const long before = g_allocations.load();
-  for (int i = 0; i < iters; ++i) f();
-  return static_cast<double>(g_allocations.load() - before) / iters;
 }
 
 }  // namespace
@@ -99,6 +50,7 @@ int main() {
   };
   std::printf("%-28s %10s %12s\n", "C++ call", "us/call", "mallocs/call");
   for (const Case& c : cases)
-    std::printf("%-28s %10.3f %12.2f\n", c.name, median_us(c.fn), allocations_per_call(c.fn));
+    std::printf("%-28s %10.3f %12.2f\n", c.name, median_us(c.fn),
+                kiln_bench::allocations_per_call(c.fn));
   return 0;
 }
