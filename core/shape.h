@@ -63,7 +63,6 @@ class Shape {
     return *this;
   }
   operator std::vector<int64_t>() const { return std::vector<int64_t>(begin(), end()); }  // NOLINT
-  std::vector<int64_t> vec() const { return *this; }
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

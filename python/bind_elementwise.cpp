@@ -2,6 +2,8 @@
 // Python operators, generated from the op table in ops/op_table.h.
 #include <pybind11/stl.h>
 
+#include <string>
+
 #include "core/error.h"
 #include "core/promotion.h"
 #include "ops/autocast_policy.h"
@@ -46,9 +48,12 @@ PyObject* fast_operator(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
 template <typename Op>
 void def_operator(TensorClass& cls, const char* name) {
   // One definition per operator, alive as long as the type (for the process).
+  // The docstring is pybind11's signature line, which scripts/gen_stubs.py reads.
+  static const std::string doc =
+      std::string(name) + "(self: kiln._C.Tensor, arg0: object) -> object";
   static PyMethodDef def{name, reinterpret_cast<PyCFunction>(
                                    reinterpret_cast<void (*)()>(&fast_operator<Op>)),
-                         METH_FASTCALL, nullptr};
+                         METH_FASTCALL, doc.c_str()};
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   py::object descr = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, &def));
   if (!descr) throw py::error_already_set();
