@@ -28,7 +28,21 @@ def step_ms(mod, step, device, iters=20, repeats=5):
                        include_device=True) / 1e3
 
 
-def wide_mlp_step(mod, mode, device="cuda", width=4096, batch=8192):
+class Phases:
+    """One training step as three calls, so benchmarks/step_phases.py can time
+    them apart: forward (to the loss), backward, and the optimizer's part."""
+
+    def __init__(self, forward, backward, update):
+        self.forward, self.backward, self.update = forward, backward, update
+        self.loss = None
+
+    def step(self):
+        self.loss = self.forward()
+        self.backward(self.loss)
+        self.update()
+
+
+def wide_mlp(mod, mode, device="cuda", width=4096, batch=8192):
     """Sequential(4 x [Linear(4096,4096), GELU], Linear(4096,1000)), batch 8192, Adam, in
     fp32, bf16 autocast or fp16 autocast + GradScaler."""
     nn = mod.nn
@@ -44,22 +58,29 @@ def wide_mlp_step(mod, mode, device="cuda", width=4096, batch=8192):
     scaler = mod.amp.GradScaler(device) if mode == "fp16" else None
     dtype = {"bf16": mod.bfloat16, "fp16": mod.float16}.get(mode)
 
-    def step():
+    def forward():
         optimizer.zero_grad()
         with mod.autocast(device, dtype=dtype or mod.bfloat16, enabled=dtype is not None):
-            loss = nn.functional.cross_entropy(model(x), y)
+            return nn.functional.cross_entropy(model(x), y)
+
+    def backward(loss):
+        (loss if scaler is None else scaler.scale(loss)).backward()
+
+    def update():
         if scaler is None:
-            loss.backward()
             optimizer.step()
         else:
-            scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
 
-    return step_ms(mod, step, device, iters=5, repeats=3)
+    return Phases(forward, backward, update)
 
 
-def cnn_step(mod, bf16, device="cuda", batch=256):
+def wide_mlp_step(mod, mode):
+    return step_ms(mod, wide_mlp(mod, mode).step, "cuda", iters=5, repeats=3)
+
+
+def cnn(mod, bf16, device="cuda", batch=256):
     """The convolution issue's network, batch 256 on 3x32x32, Adam, TF32 convolutions off."""
     nn = mod.nn
     mod.manual_seed(0)
@@ -77,14 +98,16 @@ def cnn_step(mod, bf16, device="cuda", batch=256):
     x = mod.tensor(rng.standard_normal((batch, 3, 32, 32), dtype=np.float32), device=device)
     y = mod.tensor(rng.integers(0, 10, batch), device=device)
 
-    def step():
+    def forward():
         optimizer.zero_grad()
         with mod.autocast(device, dtype=mod.bfloat16, enabled=bf16):
-            loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
+            return nn.functional.cross_entropy(model(x), y)
 
-    return step_ms(mod, step, device, iters=10, repeats=3)
+    return Phases(forward, lambda loss: loss.backward(), optimizer.step)
+
+
+def cnn_step(mod, bf16):
+    return step_ms(mod, cnn(mod, bf16).step, "cuda", iters=10, repeats=3)
 
 
 def gemm_tflops(mod, dtype_name, m=8192):

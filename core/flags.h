@@ -14,6 +14,9 @@ struct BackendFlags {
   bool cudnn_benchmark = false;
   // Only deterministic cuDNN algorithms.
   bool cudnn_deterministic = false;
+  // Convolutions on CUDA go through cuDNN when kiln was built with it; off:
+  // the GEMM composition every device runs (PyTorch's default: on).
+  bool cudnn_enabled = true;
 };
 
 BackendFlags backend_flags();

@@ -1,6 +1,9 @@
 // Builds the CUDA kernel table and registers it when libkiln loads. Nothing
 // here touches the driver: machines without a GPU load kiln at full speed.
 #include "cuda/kernels.h"
+#ifdef KILN_WITH_CUDNN
+#include "cuda/cudnn_conv.h"
+#endif
 
 namespace kiln::cuda {
 
@@ -20,7 +23,13 @@ const bool g_registered = [] {
   install_softmax_kernels(table);
   install_layer_norm_kernels(table);
   install_cross_entropy_kernels(table);
+  install_amp_kernels(table);
+  install_batch_norm_kernels(table);
+  install_pooling_kernels(table);
   register_cuda_backend(&table);
+#ifdef KILN_WITH_CUDNN
+  register_cudnn_conv();  // optional: conv composes from GEMMs without it
+#endif
   return true;
 }();
 

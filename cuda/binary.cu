@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cuda/elementwise.cuh"
+#include "ops/activation_grad.h"
 #include "ops/dispatch.h"
 
 namespace kiln::cuda {
@@ -88,7 +89,7 @@ __device__ A arithmetic(BinaryOp op, A x, A y) {
       case BinaryOp::fmod: return fmod(x, y);
       case BinaryOp::pow: return pow(x, y);
       case BinaryOp::atan2: return atan2(x, y);
-      default: return x;
+      default: return activation_grad::apply(op, x, y);
     }
   } else {
     switch (op) {
@@ -128,7 +129,7 @@ __device__ bool compare(BinaryOp op, A x, A y) {
 template <typename T>
 struct ArithmeticFn {
   BinaryOp op;
-  __device__ T operator()(T x, T y) const {
+  __device__ T operator()(acc_t<T> x, acc_t<T> y) const {
     if constexpr (std::is_same_v<T, bool>) {
       switch (op) {
         case BinaryOp::add: case BinaryOp::bitwise_or: case BinaryOp::maximum: return x || y;
@@ -137,8 +138,7 @@ struct ArithmeticFn {
         default: return x;
       }
     } else {
-      using A = acc_t<T>;
-      return static_cast<T>(arithmetic<A>(op, static_cast<A>(x), static_cast<A>(y)));
+      return static_cast<T>(arithmetic<acc_t<T>>(op, x, y));
     }
   }
 };
@@ -146,9 +146,8 @@ struct ArithmeticFn {
 template <typename T>
 struct CompareFn {
   BinaryOp op;
-  __device__ bool operator()(T x, T y) const {
-    using A = acc_t<T>;
-    return compare<A>(op, static_cast<A>(x), static_cast<A>(y));
+  __device__ bool operator()(acc_t<T> x, acc_t<T> y) const {
+    return compare<acc_t<T>>(op, x, y);
   }
 };
 
@@ -159,7 +158,7 @@ __global__ void binary_flat_kernel(int64_t n, Out* out, In<T> a, In<T> b, F f) {
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t p = first; p < packs; p += step) {
-    const Pack<T, V> x = a.template pack<V>(p), y = b.template pack<V>(p);
+    const Pack<acc_t<T>, V> x = a.template pack<V>(p), y = b.template pack<V>(p);
     Pack<Out, V> r;
 #pragma unroll
     for (int k = 0; k < V; ++k) r.v[k] = f(x.v[k], y.v[k]);
@@ -179,12 +178,20 @@ __global__ void binary_strided_kernel(int64_t n, OffsetCalc<3> calc, Out* out, I
 }
 
 // A CPU operand is a 0-d scalar (see ops/elementwise.cpp): its value rides in
-// the kernel's arguments instead of a host-to-device copy per op.
+// the kernel's arguments instead of a host-to-device copy per op. With a half
+// compute type it may come as float32, the accumulation type.
 template <typename T>
 In<T> operand(const Tensor& t) {
+  using A = acc_t<T>;
   In<T> in;
   if (t.device().is_cpu()) {
-    std::memcpy(&in.value, t.data_ptr(), sizeof(T));
+    if (!std::is_same_v<A, T> && t.itemsize() == sizeof(A)) {
+      std::memcpy(&in.value, t.data_ptr(), sizeof(A));
+    } else {
+      T v;
+      std::memcpy(&v, t.data_ptr(), sizeof(T));
+      in.value = static_cast<A>(v);
+    }
   } else {
     in.ptr = static_cast<const T*>(t.data_ptr());
   }
@@ -237,12 +244,13 @@ void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
       launch_binary<T, bool>(out, a, b, CompareFn<T>{op}, name, ctx.stream);
     });
   } else {
-    const bool floating = is_floating(a.dtype());
+    const bool floating = is_floating(out.dtype());
     KILN_CHECK(!(floating && kind == BinaryKind::Integral), NotImplemented, "[", name,
                "] not implemented for dtype ", a.dtype());
     KILN_CHECK(floating || !(op == BinaryOp::div || op == BinaryOp::atan2), NotImplemented, "[",
                name, "] not implemented for dtype ", a.dtype());
-    dispatch_all(a.dtype(), name, [&](auto tag) {
+    // out, not a: a may be a float32 scalar (Note [Reduced-precision scalar operands]).
+    dispatch_all(out.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
       launch_binary<T, T>(out, a, b, ArithmeticFn<T>{op}, name, ctx.stream);
     });

@@ -89,15 +89,23 @@ constexpr int kVectorBytes = 16;
 // One input operand: device memory, or a host scalar passed by value.
 template <typename T>
 struct In {
+  using A = acc_t<T>;
   const T* ptr = nullptr;  // null: every element is `value`
-  T value{};
-  __device__ T at(int64_t offset) const { return ptr ? ptr[offset] : value; }
+  // In the accumulation type: a Python number meeting a half tensor keeps
+  // float precision (Note [Reduced-precision scalar operands], ops/elementwise.cpp).
+  A value{};
+  __device__ A at(int64_t offset) const { return ptr ? static_cast<A>(ptr[offset]) : value; }
   template <int V>
-  __device__ Pack<T, V> pack(int64_t p) const {
-    if (ptr) return reinterpret_cast<const Pack<T, V>*>(ptr)[p];
-    Pack<T, V> r;
+  __device__ Pack<A, V> pack(int64_t p) const {
+    Pack<A, V> r;
+    if (ptr) {
+      const Pack<T, V> raw = reinterpret_cast<const Pack<T, V>*>(ptr)[p];
 #pragma unroll
-    for (int k = 0; k < V; ++k) r.v[k] = value;
+      for (int k = 0; k < V; ++k) r.v[k] = static_cast<A>(raw.v[k]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) r.v[k] = value;
+    }
     return r;
   }
 };

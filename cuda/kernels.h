@@ -31,5 +31,11 @@ void install_softmax_kernels(Backend& b);
 void install_layer_norm_kernels(Backend& b);
 // cross_entropy_forward, cross_entropy_backward.
 void install_cross_entropy_kernels(Backend& b);
+// amp_unscale.
+void install_amp_kernels(Backend& b);
+// batch_norm_forward, batch_norm_backward.
+void install_batch_norm_kernels(Backend& b);
+// max_pool2d_forward / backward, avg_pool2d_forward / backward.
+void install_pooling_kernels(Backend& b);
 
 }  // namespace kiln::cuda

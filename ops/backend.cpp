@@ -46,6 +46,13 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.layer_norm_backward) missing.push_back("layer_norm_backward");
   if (!b.cross_entropy_forward) missing.push_back("cross_entropy_forward");
   if (!b.cross_entropy_backward) missing.push_back("cross_entropy_backward");
+  if (!b.amp_unscale) missing.push_back("amp_unscale");
+  if (!b.batch_norm_forward) missing.push_back("batch_norm_forward");
+  if (!b.batch_norm_backward) missing.push_back("batch_norm_backward");
+  if (!b.max_pool2d_forward) missing.push_back("max_pool2d_forward");
+  if (!b.max_pool2d_backward) missing.push_back("max_pool2d_backward");
+  if (!b.avg_pool2d_forward) missing.push_back("avg_pool2d_forward");
+  if (!b.avg_pool2d_backward) missing.push_back("avg_pool2d_backward");
   return missing;
 }
 

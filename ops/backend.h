@@ -32,6 +32,7 @@ struct RandomParams {
 };
 
 struct OptimizerStep;  // ops/optim.h
+struct Pool2dParams;   // ops/pool2d.h
 
 struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
@@ -134,6 +135,41 @@ struct Backend {
   void (*cross_entropy_backward)(const Tensor& grad_logits, const Tensor& grad_loss,
                                  const Tensor& logits, const Tensor& lse, const Tensor& target,
                                  const Tensor& weight, int64_t ignore_index) = nullptr;
+  // GradScaler's unscale: every g *= inv_scale[0] in place, and found_inf[0] = 1 when any
+  // element of any g is inf/NaN (left as is otherwise). grads: contiguous, on this device,
+  // floating; found_inf and inv_scale: one-element float32 tensors on this device.
+  void (*amp_unscale)(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                      const Tensor& inv_scale) = nullptr;
+  // Batch norm (ops/batch_norm.cpp) of `in`, a contiguous [outer, C, inner] tensor of a
+  // floating dtype T (NCHW input: [N, C, H * W]; channels-last: [N * H * W, C, 1]); out is
+  // like in. weight, bias, running stats ([C], each may be undefined) and mean, invstd ([C])
+  // are contiguous in the statistics dtype (float64 for T = float64, else float32).
+  // training: mean / invstd <- the batch's mean and 1 / sqrt(biased var + eps), and the
+  // running stats <- (1 - momentum) * running + momentum * (mean, unbiased var). Otherwise the
+  // running stats normalize, and mean / invstd (when defined) get the values used.
+  void (*batch_norm_forward)(const Tensor& out, const Tensor& mean, const Tensor& invstd,
+                             const Tensor& in, const Tensor& weight, const Tensor& bias,
+                             const Tensor& running_mean, const Tensor& running_var,
+                             bool training, double momentum, double eps) = nullptr;
+  // Gradients of batch_norm_forward from its mean / invstd; grad_out is like in, grad_in
+  // (like in), grad_weight and grad_bias ([C], statistics dtype) may each be undefined.
+  // training false: mean / invstd were constants (evaluation mode).
+  void (*batch_norm_backward)(const Tensor& grad_in, const Tensor& grad_weight,
+                              const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
+                              const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                              bool training) = nullptr;
+  // 2-d pooling (Note [Direct pooling kernels] in ops/pool2d.h); in, out and their gradients
+  // are contiguous in the layout p.channels_last names, of one floating dtype.
+  // out <- window maxima, indices (int64, out's layout) <- their flat h * W + w in the plane.
+  void (*max_pool2d_forward)(const Tensor& out, const Tensor& indices, const Tensor& in,
+                             const Pool2dParams& p) = nullptr;
+  // grad_in[h, w] <- sum of grad_out over the outputs whose index is h * W + w.
+  void (*max_pool2d_backward)(const Tensor& grad_in, const Tensor& grad_out,
+                              const Tensor& indices, const Pool2dParams& p) = nullptr;
+  // Average (p.adaptive: adaptive average) pooling and its gradient.
+  void (*avg_pool2d_forward)(const Tensor& out, const Tensor& in, const Pool2dParams& p) = nullptr;
+  void (*avg_pool2d_backward)(const Tensor& grad_in, const Tensor& grad_out,
+                              const Pool2dParams& p) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

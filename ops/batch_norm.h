@@ -1,5 +1,6 @@
 // Batch, group and instance normalization (kiln.nn.functional), compositions
-// of differentiable kiln ops so double backward works on every device.
+// of differentiable kiln ops so double backward works on every device; batch_norm
+// runs through fused kernels where the device has them (Note [Fused batch norm]).
 #pragma once
 
 #include <optional>

@@ -15,7 +15,9 @@
 #include "ops/conv.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -24,8 +26,10 @@
 #include "autograd/grad_mode.h"
 #include "autograd/saved_tensor.h"
 #include "core/error.h"
+#include "core/flags.h"
 #include "ops/autocast_policy.h"
 #include "ops/binary.h"
+#include "ops/conv_backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/index.h"
@@ -202,6 +206,242 @@ Tensor add_bias(const Tensor& out, const std::optional<Tensor>& bias) {
   return add(out, reshape(*bias, s));
 }
 
+// The composed gradients of conv (Note [Convolution as GEMM]) for the inputs
+// asked for; the others stay undefined.
+Grads conv_backward(const Tensor& xv, const Tensor& wv, const Tensor& grad, bool want_x,
+                    bool want_w, const Dims& k, const Dims& out, const Dims& stride, const Dims& lo,
+                    const Dims& hi, const Dims& dilation, int64_t G, const char* op) {
+  const int64_t N = xv.size(0), O = wv.size(0), CK = wv.size(1) * product(k);
+  const int64_t L = product(out);
+  const size_t n = k.size();
+  Tensor gy = to_batch_last(grad, G);  // [G, O / G, N * L]
+  Tensor gx, gw;
+  if (want_x) {
+    Tensor wt = transpose(reshape(wv, {G, O / G, CK}), -1, -2);
+    Dims padded(n);
+    for (size_t i = 0; i < n; ++i) padded[i] = xv.size(2 + static_cast<int64_t>(i)) + lo[i] + hi[i];
+    gx = col2im_impl(from_batch_last(matmul(wt, gy), N), padded, k, dilation, Dims(n, 0), stride,
+                     out);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t d = 2 + static_cast<int64_t>(i);
+      if (lo[i] > 0 || hi[i] > 0) gx = narrow(gx, d, lo[i], xv.size(d));
+    }
+  }
+  if (want_w) {
+    Dims blocks;
+    Tensor cols = im2col_impl(xv, k, dilation, lo, hi, stride, blocks, op, true);
+    cols = reshape(cols, {G, CK, N * L});
+    gw = reshape(matmul(gy, transpose(cols, -1, -2)), wv.sizes());
+  }
+  return {gx, gw};
+}
+
+// The composed gradients of conv_transpose: im2col of the output gradient (the
+// padding after each dim, `hi`, is shrunk by output_padding so exactly
+// `blocks` windows fit), then one GEMM per input.
+Grads conv_transpose_backward(const Tensor& xv, const Tensor& wv, const Tensor& grad, bool want_x,
+                              bool want_w, const Dims& k, const Dims& blocks, const Dims& stride,
+                              const Dims& padding, const Dims& hi, const Dims& dilation, int64_t G,
+                              const char* op) {
+  const int64_t N = xv.size(0), Cg = wv.size(0) / G, OK = wv.size(1) * product(k);
+  const int64_t L = product(blocks);
+  Dims got;
+  Tensor cols =
+      reshape(im2col_impl(grad, k, dilation, padding, hi, stride, got, op, true), {G, OK, N * L});
+  Tensor gx, gw;
+  if (want_x) gx = reshape(from_batch_last(matmul(reshape(wv, {G, Cg, OK}), cols), N), xv.sizes());
+  if (want_w) gw = reshape(matmul(to_batch_last(xv, G), transpose(cols, -1, -2)), wv.sizes());
+  return {gx, gw};
+}
+
+// Note [Accelerated convolution]
+// Where the device registered a ConvBackend (cuDNN on CUDA, ops/conv_backend.h)
+// and kiln.backends.cudnn.enabled is on, conv runs the library's forward and
+// conv_transpose its backward-data, each as one autograd node whose backward
+// calls the other two passes (conv_transpose's input gradient is a forward
+// conv). Under create_graph the backward composes instead, so the gradients
+// are themselves differentiable (double backward). Problems the library
+// cannot take (empty or over 2^31 elements, an output_padding reaching past
+// the stride) or declines (an undefined result) compose as before.
+const ConvBackend* accelerated(const Tensor& x) {
+  const ConvBackend* b = conv_backend(x.device().type);
+  if (!b || !backend_flags().cudnn_enabled || b->version() == 0) return nullptr;
+  const DType d = x.dtype();
+  const bool floating =
+      d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;
+  return floating ? b : nullptr;
+}
+
+// Non-empty and indexable with 32-bit integers, as the libraries' descriptors require.
+bool int32_sized(std::initializer_list<Shape> shapes) {
+  for (const Shape& s : shapes) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    if (n <= 0 || n > INT32_MAX) return false;
+  }
+  return true;
+}
+
+// Whether t is [N, C, *S] laid out densely as [N, *S, C] but not contiguous (a
+// tensor with C == 1 or S == 1 is both and stays NCHW).
+bool channels_last(const Tensor& t) {
+  if (t.dim() < 4 || t.is_contiguous()) return false;
+  // PyTorch's rule: float64 convolutions keep NCHW (cuDNN has few NHWC double kernels).
+  if (t.dtype() == DType::Float64) return false;
+  int64_t expected = 1;
+  auto dense = [&](int64_t d) {
+    if (t.size(d) == 1) return true;
+    if (t.stride(d) != expected) return false;
+    expected *= t.size(d);
+    return true;
+  };
+  if (!dense(1)) return false;
+  for (int64_t d = t.dim() - 1; d >= 2; --d)
+    if (!dense(d)) return false;
+  return dense(0);
+}
+
+// The accelerated node's inputs: x, weight and the bias when there is one.
+std::vector<Tensor> node_inputs(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b) {
+  return b ? std::vector<Tensor>{x, w, *b} : std::vector<Tensor>{x, w};
+}
+
+// Adds the bias to a fresh accelerated result, in place, outside autograd (the
+// node's backward sums the bias gradient): one pass, and the result keeps its
+// layout (an out-of-place add would return it contiguous, not channels_last).
+void add_bias_in_place(const Tensor& y, const std::optional<Tensor>& bias) {
+  if (!bias) return;
+  GradModeGuard no_grad(false);
+  Shape s(static_cast<size_t>(y.dim()), 1);
+  s[1] = bias->size(0);
+  add_(y, reshape(*bias, s), Scalar(1));
+}
+
+// The bias gradient: the output gradient summed over the batch and spatial dims.
+Tensor bias_grad(const Tensor& g) {
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
+  return sum(g, dims);
+}
+
+Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor& weight,
+                        const std::optional<Tensor>& bias, const Dims& stride, const Dims& lo,
+                        const Dims& hi, const Dims& dilation, int64_t groups, const Dims& k,
+                        const char* op) {
+  const size_t n = k.size();
+  Shape y_size = {input.size(0), weight.size(0)};
+  for (size_t i = 0; i < n; ++i) {
+    int64_t padded = input.size(2 + static_cast<int64_t>(i)) + lo[i] + hi[i];
+    if (padded < dilation[i] * (k[i] - 1) + 1) return Tensor();  // the composition says why
+    y_size.push_back(windows(padded, k[i], dilation[i], stride[i]));
+  }
+  if (!int32_sized({input.sizes(), weight.sizes(), y_size})) return Tensor();
+  // The libraries pad symmetrically: the extra element of an odd 'same' padding
+  // joins the input (differentiably, ahead of the node).
+  const bool cl = channels_last(input) || channels_last(weight);
+  Tensor x = input;
+  if (lo != hi) {
+    Dims extra(n);
+    for (size_t i = 0; i < n; ++i) extra[i] = hi[i] - lo[i];
+    x = pad_spatial(input, Dims(n, 0), extra, 0.0);
+  }
+  const ConvGeometry geo{stride, lo, dilation, groups, cl};
+  Tensor y;
+  {
+    GradModeGuard no_grad(false);
+    y = cb.forward(x, weight, geo, op);
+  }
+  if (!y.defined()) return y;
+  add_bias_in_place(y, bias);
+  const std::vector<Tensor> inputs = node_inputs(x, weight, bias);
+  if (!needs_grad(inputs)) return y;
+  const Dims out(y.sizes().begin() + 2, y.sizes().end());
+  record(op, inputs, {y},
+         [sx = SavedTensor(x), sw = SavedTensor(weight), cb = &cb, geo, k, out, op](
+             const Grads& g, Node& self) -> Grads {
+           Tensor xv = sx.unpack(self), wv = sw.unpack(self);
+           const bool want_x = self.next_edges[0].valid(), want_w = self.next_edges[1].valid();
+           Grads grads;
+           if (self.next_edges.size() > 2)
+             grads.push_back(self.next_edges[2].valid() ? bias_grad(g[0]) : Tensor());
+           const Dims& p = geo.padding;
+           if (GradMode::is_enabled()) {
+             Grads c = conv_backward(xv, wv, g[0], want_x, want_w, k, out, geo.stride, p, p,
+                                     geo.dilation, geo.groups, op);
+             grads.insert(grads.begin(), c.begin(), c.end());
+             return grads;
+           }
+           Tensor gx = want_x ? cb->backward_data(g[0], wv, xv.sizes(), geo, op) : Tensor();
+           Tensor gw = want_w ? cb->backward_filter(g[0], xv, wv.sizes(), geo, op) : Tensor();
+           if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
+             Grads c = conv_backward(xv, wv, g[0], want_x && !gx.defined(), want_w && !gw.defined(),
+                                     k, out, geo.stride, p, p, geo.dilation, geo.groups, op);
+             if (!gx.defined()) gx = c[0];
+             if (!gw.defined()) gw = c[1];
+           }
+           grads.insert(grads.begin(), {gx, gw});
+           return grads;
+         });
+  return y;
+}
+
+Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const Tensor& weight,
+                                  const std::optional<Tensor>& bias, const Dims& stride,
+                                  const Dims& padding, const Dims& hi, const Dims& dilation,
+                                  int64_t groups, const Dims& k, const Dims& out,
+                                  const Dims& blocks, const char* op) {
+  const size_t n = k.size();
+  Shape y_size = {x.size(0), weight.size(1) * groups};
+  for (size_t i = 0; i < n; ++i) {
+    // The library sizes the result from the forward conv's formula, which an
+    // output_padding of at least the stride (allowed when below the dilation) breaks.
+    if (windows(out[i] + 2 * padding[i], k[i], dilation[i], stride[i]) != blocks[i])
+      return Tensor();
+    y_size.push_back(out[i]);
+  }
+  if (!int32_sized({x.sizes(), weight.sizes(), y_size})) return Tensor();
+  const ConvGeometry geo{stride, padding, dilation, groups,
+                         channels_last(x) || channels_last(weight)};
+  Tensor y;
+  {
+    GradModeGuard no_grad(false);
+    y = cb.backward_data(x, weight, y_size, geo, op);
+  }
+  if (!y.defined()) return y;
+  add_bias_in_place(y, bias);
+  const std::vector<Tensor> inputs = node_inputs(x, weight, bias);
+  if (!needs_grad(inputs)) return y;
+  record(op, inputs, {y},
+         [sx = SavedTensor(x), sw = SavedTensor(weight), cb = &cb, geo, k, blocks, hi, op](
+             const Grads& g, Node& self) -> Grads {
+           Tensor xv = sx.unpack(self), wv = sw.unpack(self);
+           const bool want_x = self.next_edges[0].valid(), want_w = self.next_edges[1].valid();
+           Grads grads;
+           if (self.next_edges.size() > 2)
+             grads.push_back(self.next_edges[2].valid() ? bias_grad(g[0]) : Tensor());
+           auto composed = [&](bool cx, bool cw) {
+             return conv_transpose_backward(xv, wv, g[0], cx, cw, k, blocks, geo.stride,
+                                            geo.padding, hi, geo.dilation, geo.groups, op);
+           };
+           if (GradMode::is_enabled()) {
+             Grads c = composed(want_x, want_w);
+             grads.insert(grads.begin(), c.begin(), c.end());
+             return grads;
+           }
+           // In the conv whose backward-data this op is, g is the input and x the output gradient.
+           Tensor gx = want_x ? cb->forward(g[0], wv, geo, op) : Tensor();
+           Tensor gw = want_w ? cb->backward_filter(xv, g[0], wv.sizes(), geo, op) : Tensor();
+           if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
+             Grads c = composed(want_x && !gx.defined(), want_w && !gw.defined());
+             if (!gx.defined()) gx = c[0];
+             if (!gw.defined()) gw = c[1];
+           }
+           grads.insert(grads.begin(), {gx, gw});
+           return grads;
+         });
+  return y;
+}
+
 Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                  const Dims& stride, const Dims& lo, const Dims& hi, const Dims& dilation,
                  int64_t groups, const char* op) {
@@ -224,6 +464,10 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
              weight.size(1) * groups, " channels, but got ", x.size(1), " channels instead");
   check_operands(x, weight, bias, O, op);
   Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out;
+  if (const ConvBackend* cb = accelerated(x)) {
+    Tensor y = accelerated_conv(*cb, x, weight, bias, stride, lo, hi, dilation, groups, k, op);
+    if (y.defined()) return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
+  }
   const int64_t N = x.size(0), G = groups, CK = weight.size(1) * product(k);
   Tensor y;
   {
@@ -239,31 +483,9 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
     record(op, {x, weight}, {y},
            [sx = SavedTensor(x), sw = SavedTensor(weight), k, out, stride, lo, hi, dilation, G, op](
                const Grads& g, Node& self) -> Grads {
-             Tensor xv = sx.unpack(self), wv = sw.unpack(self);
-             const int64_t N = xv.size(0), O = wv.size(0), CK = wv.size(1) * product(k);
-             const int64_t L = product(out);
-             const size_t n = k.size();
-             Tensor gy = to_batch_last(g[0], G);  // [G, O / G, N * L]
-             Tensor gx, gw;
-             if (self.next_edges[0].valid()) {
-               Tensor wt = transpose(reshape(wv, {G, O / G, CK}), -1, -2);
-               Dims padded(n);
-               for (size_t i = 0; i < n; ++i)
-                 padded[i] = xv.size(2 + static_cast<int64_t>(i)) + lo[i] + hi[i];
-               gx = col2im_impl(from_batch_last(matmul(wt, gy), N), padded, k, dilation, Dims(n, 0),
-                                stride, out);
-               for (size_t i = 0; i < n; ++i) {
-                 int64_t d = 2 + static_cast<int64_t>(i);
-                 if (lo[i] > 0 || hi[i] > 0) gx = narrow(gx, d, lo[i], xv.size(d));
-               }
-             }
-             if (self.next_edges[1].valid()) {
-               Dims blocks;
-               Tensor cols = im2col_impl(xv, k, dilation, lo, hi, stride, blocks, op, true);
-               cols = reshape(cols, {G, CK, N * L});
-               gw = reshape(matmul(gy, transpose(cols, -1, -2)), wv.sizes());
-             }
-             return {gx, gw};
+             return conv_backward(sx.unpack(self), sw.unpack(self), g[0],
+                                  self.next_edges[0].valid(), self.next_edges[1].valid(), k, out,
+                                  stride, lo, hi, dilation, G, op);
            });
   }
   y = add_bias(y, bias);
@@ -354,7 +576,7 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
              C, " channels instead");
   const int64_t O = weight.size(1) * groups;
   check_operands(x, weight, bias, O, op);
-  Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out(n), blocks(n);
+  Dims k(weight.sizes().begin() + 2, weight.sizes().end()), out(n), blocks(n), hi(n);
   for (size_t i = 0; i < n; ++i) {
     KILN_CHECK(output_padding[i] < stride[i] || output_padding[i] < dilation[i], Runtime, "[", op,
                "] output padding must be smaller than either stride or dilation, but got "
@@ -366,6 +588,12 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
     KILN_CHECK(out[i] > 0, Runtime, "[", op, "] Given input size ",
                Shape(x.sizes().begin() + 2, x.sizes().end()), ", the calculated output size ", out,
                " is too small");
+    hi[i] = padding[i] - output_padding[i];
+  }
+  if (const ConvBackend* cb = accelerated(x)) {
+    Tensor y = accelerated_conv_transpose(*cb, x, weight, bias, stride, padding, hi, dilation,
+                                          groups, k, out, blocks, op);
+    if (y.defined()) return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
   }
   const int64_t N = x.size(0), G = groups, Cg = C / groups, Og = weight.size(1), K = product(k);
   Tensor y;
@@ -376,28 +604,12 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
     y = col2im_impl(cols, out, k, dilation, padding, stride, blocks);
   }
   if (needs_grad({x, weight})) {
-    // The adjoint of the forward: im2col of the output gradient (the padding
-    // after each dim shrinks by output_padding so exactly `blocks` windows fit).
-    Dims hi(n);
-    for (size_t i = 0; i < n; ++i) hi[i] = padding[i] - output_padding[i];
     record(op, {x, weight}, {y},
            [sx = SavedTensor(x), sw = SavedTensor(weight), k, blocks, stride, padding, hi, dilation,
             G, op](const Grads& g, Node& self) -> Grads {
-             Tensor xv = sx.unpack(self), wv = sw.unpack(self);
-             const int64_t N = xv.size(0), Cg = wv.size(0) / G, OK = wv.size(1) * product(k);
-             const int64_t L = product(blocks);
-             Dims got;
-             Tensor cols =
-                 reshape(im2col_impl(g[0], k, dilation, padding, hi, stride, got, op, true),
-                         {G, OK, N * L});
-             Tensor gx, gw;
-             if (self.next_edges[0].valid())
-               gx = reshape(from_batch_last(matmul(reshape(wv, {G, Cg, OK}), cols), N), xv.sizes());
-             if (self.next_edges[1].valid()) {
-               Tensor xg = to_batch_last(xv, G);
-               gw = reshape(matmul(xg, transpose(cols, -1, -2)), wv.sizes());
-             }
-             return {gx, gw};
+             return conv_transpose_backward(sx.unpack(self), sw.unpack(self), g[0],
+                                            self.next_edges[0].valid(), self.next_edges[1].valid(),
+                                            k, blocks, stride, padding, hi, dilation, G, op);
            });
   }
   y = add_bias(y, bias);

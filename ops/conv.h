@@ -1,7 +1,8 @@
 // Convolutions and their layout helpers (kiln.nn.functional conv*, unfold,
-// fold, pad, pixel_shuffle). Built from views, index ops and matmul only
-// (Note [Convolution as GEMM] in ops/conv.cpp), so every device with those
-// kernel families runs them and double backward comes for free.
+// fold, pad, pixel_shuffle). Built from views, index ops and matmul (Note
+// [Convolution as GEMM] in ops/conv.cpp), so every device with those kernel
+// families runs them and double backward comes for free; CUDA convolutions
+// take cuDNN instead where kiln has it (Note [Accelerated convolution]).
 #pragma once
 
 #include <optional>

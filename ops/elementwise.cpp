@@ -46,9 +46,22 @@ Tensor prepare_operand(const Tensor& t, DType dtype, const Shape& shape, Device 
 namespace {
 // Binary kernels of GPU backends take a CPU scalar operand by value
 // (ops/backend.h), which saves a host-to-device copy on every `x * 2`.
-Tensor prepare_binary_operand(const Tensor& t, DType dtype, const Shape& shape, Device device) {
-  if (!device.is_cpu() && t.dim() == 0 && t.device().is_cpu())
-    return t.dtype() == dtype ? t : to_dtype(detach(t), dtype);
+//
+// Note [Reduced-precision scalar operands]
+// Arithmetic on float16/bfloat16 computes in float32 per element; a CPU scalar
+// (a Python number) joins it as a float32 value rather than being rounded to the
+// half type first, as PyTorch's opmath does: `x_half / 70000` must not divide by
+// inf (70000 overflows float16), and `x_half * 1e-5` must not lose the scalar's
+// precision. Binary kernels of both backends accept that one float32 operand.
+Tensor prepare_binary_operand(BinaryOp op, const Tensor& t, DType dtype, const Shape& shape,
+                              Device device) {
+  const bool cpu_scalar = t.dim() == 0 && t.device().is_cpu();
+  if (cpu_scalar && t.dtype() != dtype && (dtype == DType::Float16 || dtype == DType::BFloat16) &&
+      op_kind(op) != BinaryKind::Compare) {
+    Tensor s = t.dtype() == DType::Float32 ? detach(t) : to_dtype(detach(t), DType::Float32);
+    return device.is_cpu() ? expand(s, shape) : s;
+  }
+  if (!device.is_cpu() && cpu_scalar) return t.dtype() == dtype ? t : to_dtype(detach(t), dtype);
   return prepare_operand(t, dtype, shape, device);
 }
 }  // namespace
@@ -103,8 +116,8 @@ Tensor binary_compute(BinaryOp op, const Tensor& a, const Tensor& b) {
   Device dev = common_device({a, b}, name);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType ct = binary_compute_dtype(op, a, b);
-  Tensor x = prepare_binary_operand(a, ct, shape, dev);
-  Tensor y = prepare_binary_operand(b, ct, shape, dev);
+  Tensor x = prepare_binary_operand(op, a, ct, shape, dev);
+  Tensor y = prepare_binary_operand(op, b, ct, shape, dev);
   Tensor out = make_tensor(shape, result_dtype(op, ct), dev);
   require_kernel(backend(dev).binary, name, dev)(op, out, x, y);
   return out;
@@ -143,8 +156,8 @@ void binary_compute_into(const Tensor& self, BinaryOp op, const Tensor& a, const
   DType ct = binary_compute_dtype(op, a, b);
   check_into(self, result_dtype(op, ct), shape, name);
   if (result_dtype(op, ct) == self.dtype()) {
-    Tensor x = prepare_binary_operand(a, ct, shape, dev);
-    Tensor y = prepare_binary_operand(b, ct, shape, dev);
+    Tensor x = prepare_binary_operand(op, a, ct, shape, dev);
+    Tensor y = prepare_binary_operand(op, b, ct, shape, dev);
     // x.add_(x.t()): read the aliased operand from a copy, or the kernel
     // would read elements it has already overwritten.
     if (overlaps_differently(self, x)) x = clone(x);

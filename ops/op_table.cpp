@@ -19,6 +19,7 @@ const char* op_name(BinaryOp op) {
   case BinaryOp::name:                         \
     return #name;
     KILN_BINARY_OPS(KILN_BINARY_NAME)
+    KILN_BINARY_GRAD_OPS(KILN_BINARY_NAME)
 #undef KILN_BINARY_NAME
   }
   return "?";
@@ -41,6 +42,7 @@ BinaryKind op_kind(BinaryOp op) {
   case BinaryOp::name:                         \
     return BinaryKind::kind;
     KILN_BINARY_OPS(KILN_BINARY_KIND)
+    KILN_BINARY_GRAD_OPS(KILN_BINARY_KIND)
 #undef KILN_BINARY_KIND
   }
   return BinaryKind::Promote;

@@ -121,9 +121,21 @@ enum class BinaryKind : int8_t { Promote, Float, Compare, Integral };
   _(bitwise_or, Integral, None)          \
   _(bitwise_xor, Integral, None)
 
+// Fused activation gradients f(grad, x) (x: the input; for sigmoid, tanh and
+// relu the saved result). Internal: backward rules use them when no graph of the
+// backward is built (unary.cpp); they are not bound to Python and never autocast.
+#define KILN_BINARY_GRAD_OPS(_)          \
+  _(gelu_backward, Promote, None)        \
+  _(gelu_tanh_backward, Promote, None)   \
+  _(silu_backward, Promote, None)        \
+  _(sigmoid_backward, Promote, None)     \
+  _(tanh_backward, Promote, None)        \
+  _(relu_backward, Promote, None)
+
 enum class BinaryOp : int16_t {
 #define KILN_BINARY_ENUM(name, kind, autocast) name,
   KILN_BINARY_OPS(KILN_BINARY_ENUM)
+  KILN_BINARY_GRAD_OPS(KILN_BINARY_ENUM)
 #undef KILN_BINARY_ENUM
 };
 

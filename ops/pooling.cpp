@@ -8,18 +8,23 @@
 // weighted sum (average pooling, interpolation) or an argmax whose winning
 // position feeds a gather (max pooling, so the gradient goes to one element,
 // as in PyTorch). Tables cost O(out * window) host work, like im2col's copy.
+// 1-d and 2-d max / average / adaptive average pooling skip the tables where the device has
+// direct kernels (Note [Direct pooling kernels] in ops/pool2d.h); the tables serve the rest.
 #include "ops/pooling.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/index.h"
+#include "ops/pool2d.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -192,6 +197,138 @@ Dims pool_out(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, cons
   return out;
 }
 
+// --- Direct 2-d kernels (Note [Direct pooling kernels]) -------------------------------------
+
+// Whether x [N, C, H, W] is dense with strides in NHWC order (size-1 dims do not count).
+bool is_channels_last(const Tensor& x) {
+  int64_t expect = 1;
+  for (int64_t d : {1, 3, 2, 0}) {
+    if (x.size(d) != 1 && x.stride(d) != expect) return false;
+    expect *= x.size(d);
+  }
+  return true;
+}
+
+// t [N, C, A, B] with the memory layout the kernels read: NCHW-contiguous, or NHWC-dense when
+// channels_last; copies only when t is in neither.
+Tensor in_layout(const Tensor& t, bool channels_last) {
+  if (!channels_last) return contiguous(t);
+  if (is_channels_last(t)) return t;
+  return permute(contiguous(permute(t, {0, 2, 3, 1})), {0, 3, 1, 2});
+}
+
+// An uninitialized [N, C, A, B] tensor in the kernels' layout.
+Tensor alloc_layout(const Shape& nchw, DType dtype, Device device, bool channels_last) {
+  if (!channels_last) return make_tensor(nchw, dtype, device);
+  GradModeGuard no_grad(false);
+  return permute(make_tensor({nchw[0], nchw[2], nchw[3], nchw[1]}, dtype, device), {0, 3, 1, 2});
+}
+
+Shape in_shape(const Pool2dParams& p) { return {p.N, p.C, p.H, p.W}; }
+Shape out_shape(const Pool2dParams& p) { return {p.N, p.C, p.OH, p.OW}; }
+
+// The pooling gradients are linear in grad_out, so each backward op's own gradient is the
+// forward (average) or a gather at the saved indices (max): double backward through the same
+// kernels, to any order.
+Tensor avg_pool2d_direct(const Tensor& x, const Pool2dParams& p);
+
+Tensor avg_pool2d_backward_direct(const Tensor& grad_out, const Pool2dParams& p, DType dtype) {
+  Tensor g = in_layout(to_dtype(grad_out, dtype), p.channels_last);
+  Tensor gi = alloc_layout(in_shape(p), dtype, g.device(), p.channels_last);
+  if (gi.numel() > 0)
+    require_kernel(backend(g.device()).avg_pool2d_backward, "avg_pool2d_backward", g.device())(
+        gi, g, p);
+  if (needs_grad({g}))
+    record("avg_pool2d_backward", {g}, {gi},
+           [p](const std::vector<Tensor>& gg, Node&) -> std::vector<Tensor> {
+             return {avg_pool2d_direct(gg[0], p)};
+           });
+  return gi;
+}
+
+Tensor avg_pool2d_direct(const Tensor& input, const Pool2dParams& p) {
+  Tensor x = in_layout(input, p.channels_last);
+  Tensor y = alloc_layout(out_shape(p), x.dtype(), x.device(), p.channels_last);
+  if (y.numel() > 0)
+    require_kernel(backend(x.device()).avg_pool2d_forward, "avg_pool2d", x.device())(y, x, p);
+  if (needs_grad({x}))
+    record(p.adaptive ? "adaptive_avg_pool2d" : "avg_pool2d", {x}, {y},
+           [p, dtype = x.dtype()](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+             return {avg_pool2d_backward_direct(g[0], p, dtype)};
+           });
+  return y;
+}
+
+Tensor max_pool2d_backward_direct(const Tensor& grad_out, const Tensor& indices,
+                                  const Pool2dParams& p, DType dtype) {
+  Tensor g = in_layout(to_dtype(grad_out, dtype), p.channels_last);
+  Tensor gi = alloc_layout(in_shape(p), dtype, g.device(), p.channels_last);
+  if (gi.numel() > 0)
+    require_kernel(backend(g.device()).max_pool2d_backward, "max_pool2d_backward", g.device())(
+        gi, g, indices, p);
+  if (needs_grad({g}))
+    record("max_pool2d_backward", {g}, {gi},
+           [indices, p](const std::vector<Tensor>& gg, Node&) -> std::vector<Tensor> {
+             Tensor flat = gather(flatten(gg[0], 2), 2, flatten(indices, 2));
+             return {reshape(flat, out_shape(p))};
+           });
+  return gi;
+}
+
+std::pair<Tensor, Tensor> max_pool2d_direct(const Tensor& input, const Pool2dParams& p) {
+  Tensor x = in_layout(input, p.channels_last);
+  Tensor y = alloc_layout(out_shape(p), x.dtype(), x.device(), p.channels_last);
+  Tensor idx = alloc_layout(out_shape(p), DType::Int64, x.device(), p.channels_last);
+  if (y.numel() > 0)
+    require_kernel(backend(x.device()).max_pool2d_forward, "max_pool2d", x.device())(y, idx, x, p);
+  if (needs_grad({x}))
+    record("max_pool2d", {x}, {y},
+           [idx, p, dtype = x.dtype()](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+             return {max_pool2d_backward_direct(g[0], idx, p, dtype)};
+           });
+  return {y, idx};
+}
+
+// Parameters for x [N, C, *S] with 1 or 2 spatial dims (1-d pools as H = 1) and output sizes
+// `out`; window arguments 1-d or 2-d like S.
+Pool2dParams pool_params(const Tensor& x, const Dims& out, const Dims& k, const Dims& s,
+                         const Dims& pad, const Dims& d) {
+  const bool one = out.size() == 1;
+  auto at = [one](const Dims& v, size_t i, int64_t unit) {
+    return one ? (i == 0 ? unit : v[0]) : v[i];
+  };
+  Pool2dParams p;
+  p.N = x.size(0);
+  p.C = x.size(1);
+  p.H = one ? 1 : x.size(2);
+  p.W = x.size(x.dim() - 1);
+  p.OH = at(out, 0, 1);
+  p.OW = at(out, 1, 1);
+  p.kh = at(k, 0, 1), p.kw = at(k, 1, 1);
+  p.sh = at(s, 0, 1), p.sw = at(s, 1, 1);
+  p.ph = at(pad, 0, 0), p.pw = at(pad, 1, 0);
+  p.dh = at(d, 0, 1), p.dw = at(d, 1, 1);
+  return p;
+}
+
+// x [N, C, L] or [N, C, H, W] as the 4-d view the kernels take; sets p.channels_last when its
+// memory is channels-last (else it goes NCHW-contiguous, copied if needed).
+Tensor as_4d(const Tensor& x, Pool2dParams& p) {
+  Tensor x4 = x.dim() == 3 ? unsqueeze(x, 2) : x;
+  p.channels_last = !x4.is_contiguous() && is_channels_last(x4);
+  return x4;
+}
+
+// y [N, C, OH, OW] back to x's rank (1-d: drop H) and batchedness.
+Tensor from_4d(const Tensor& y, const Tensor& x, bool unbatched) {
+  Tensor r = x.dim() == 3 ? squeeze(y, std::vector<int64_t>{2}) : y;
+  return unbatched ? squeeze(r, std::vector<int64_t>{0}) : r;
+}
+
+bool has_direct_kernels(const Tensor& x, size_t spatial) {
+  return spatial <= 2 && backend(x.device()).max_pool2d_forward != nullptr;
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_size,
@@ -203,6 +340,12 @@ std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_si
   Dims stride = expand_stride(stride_arg, kernel_size);
   check_pool_args(kernel_size, stride, padding, dilation, false, op);
   Dims out = pool_out(x, kernel_size, stride, padding, dilation, ceil_mode, op);
+  if (has_direct_kernels(x, n)) {
+    Pool2dParams p = pool_params(x, out, kernel_size, stride, padding, dilation);
+    Tensor x4 = as_4d(x, p);
+    auto [y, idx] = max_pool2d_direct(x4, p);
+    return {from_4d(y, x, unbatched), from_4d(idx, x, unbatched)};
+  }
   std::vector<DimTable> dims(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t in = x.size(2 + static_cast<int64_t>(i));
@@ -232,6 +375,13 @@ Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& str
   KILN_CHECK(!divisor_override || *divisor_override != 0, Runtime, "[", op,
              "] divisor must be not zero");
   Dims out = pool_out(x, kernel_size, stride, padding, Dims(n, 1), ceil_mode, op);
+  if (has_direct_kernels(x, n)) {
+    Pool2dParams p = pool_params(x, out, kernel_size, stride, padding, Dims(n, 1));
+    p.count_include_pad = count_include_pad;
+    p.divisor = divisor_override.value_or(0);
+    Tensor x4 = as_4d(x, p);
+    return from_4d(avg_pool2d_direct(x4, p), x, unbatched);
+  }
   // The divisor of a window is a product over dims, so each dim's table
   // carries its own factor: the count of (padded or real) elements it covers.
   std::vector<DimTable> dims(n);
@@ -300,6 +450,19 @@ Tensor adaptive_avg_pool_nd(const Tensor& input, const Dims& output_size, const 
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
   Dims out = adaptive_out(x, output_size, n, op);
+  if (has_direct_kernels(x, n) && x.numel() > 0) {
+    // Global average pooling (the usual CNN head) is a plain mean over the spatial dims.
+    if (std::all_of(out.begin(), out.end(), [](int64_t o) { return o == 1; })) {
+      std::vector<int64_t> spatial;
+      for (int64_t d = 2; d < x.dim(); ++d) spatial.push_back(d);
+      Tensor y = mean(x, spatial, true);
+      return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
+    }
+    Pool2dParams p = pool_params(x, out, Dims(n, 1), Dims(n, 1), Dims(n, 0), Dims(n, 1));
+    p.adaptive = true;
+    Tensor x4 = as_4d(x, p);
+    return from_4d(avg_pool2d_direct(x4, p), x, unbatched);
+  }
   return weighted_sum(x, adaptive_dims(x, out, true), unbatched);
 }
 

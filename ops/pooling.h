@@ -1,7 +1,9 @@
 // Pooling and resampling (kiln.nn.functional *_pool*d, interpolate), built
 // from index_select / gather over host-built window tables (Note [Window
 // tables] in ops/pooling.cpp), so they run on every device with the index
-// kernels and double backward comes for free.
+// kernels and double backward comes for free. 1-d and 2-d max / average / adaptive
+// average pooling use direct kernels where the device has them (Note [Direct pooling
+// kernels] in ops/pool2d.h).
 #pragma once
 
 #include <optional>

@@ -207,6 +207,10 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
   std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "mean");
   int64_t count = 1;
   for (int64_t d : wrapped) count *= x.sizes()[d];
+  // Half types sum and divide in float32: their sum may overflow where the mean does not.
+  if (dt == DType::Float16 || dt == DType::BFloat16)
+    return to_dtype(div(sum(x, dims, keepdim, DType::Float32), Scalar(static_cast<double>(count))),
+                    dt);
   return div(sum(x, dims, keepdim, dt), Scalar(static_cast<double>(count)));
 }
 

@@ -37,6 +37,12 @@ Tensor centred_stats(const Tensor& x, const DimList& dims, double correction, bo
                      const char* name, Tensor* var_out) {
   AutocastSuspend keep_dtypes;  // built from table ops, but keeps its input dtype like PyTorch's
   check_floating(x, name);
+  if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16) {
+    // A half sum of squares overflows long before the variance does: compute in float32.
+    Tensor m = centred_stats(to_dtype(x, DType::Float32), dims, correction, keepdim, name, var_out);
+    *var_out = to_dtype(*var_out, x.dtype());
+    return to_dtype(m, x.dtype());
+  }
   std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), name);
   int64_t count = 1;
   for (int64_t d : wrapped) count *= x.sizes()[d];

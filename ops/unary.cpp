@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/function.h"
+#include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/autocast_policy.h"
 #include "ops/binary.h"
@@ -52,6 +53,10 @@ Tensor mask(const Tensor& m, const Tensor& like) { return to_dtype(m, like.dtype
 
 Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
                       const UnaryParams& p) {
+  // Without a graph of the backward (no create_graph), activations take one fused
+  // kernel; with one, the composite rules below keep double backward working.
+  const bool fused = !GradMode::is_enabled();
+  auto grad = [&g](BinaryOp fn, const Tensor& v) { return binary_compute(fn, g, v); };
   switch (op) {
     case UnaryOp::neg: return neg(g);
     case UnaryOp::abs: return mul(g, sign(x));
@@ -74,10 +79,11 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
     case UnaryOp::sin: return mul(g, cos(x));
     case UnaryOp::cos: return neg(mul(g, sin(x)));
     case UnaryOp::tan: return mul(g, add(mul(y, y), 1));
-    case UnaryOp::tanh: return mul(g, rsub(mul(y, y), 1));
-    case UnaryOp::sigmoid: return mul(g, mul(y, rsub(y, 1)));
+    case UnaryOp::tanh: return fused ? grad(BinaryOp::tanh_backward, y) : mul(g, rsub(mul(y, y), 1));
+    case UnaryOp::sigmoid:
+      return fused ? grad(BinaryOp::sigmoid_backward, y) : mul(g, mul(y, rsub(y, 1)));
     case UnaryOp::erf: return mul(g, mul(exp(neg(mul(x, x))), kTwoOverSqrtPi));
-    case UnaryOp::relu: return mul(g, mask(gt(y, 0), g));
+    case UnaryOp::relu: return fused ? grad(BinaryOp::relu_backward, y) : mul(g, mask(gt(y, 0), g));
     case UnaryOp::square: return mul(g, mul(x, 2));
     case UnaryOp::asin: return div(g, sqrt(rsub(mul(x, x), 1)));
     case UnaryOp::acos: return neg(div(g, sqrt(rsub(mul(x, x), 1))));
@@ -88,11 +94,13 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
     case UnaryOp::acosh: return div(g, sqrt(mul(sub(x, 1), add(x, 1))));
     case UnaryOp::atanh: return div(g, rsub(mul(x, x), 1));
     case UnaryOp::gelu: {
+      if (fused) return grad(BinaryOp::gelu_backward, x);
       Tensor cdf = mul(add(erf(mul(x, kSqrt1_2)), 1), 0.5);
       Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), kInvSqrt2Pi);
       return mul(g, add(cdf, mul(x, pdf)));
     }
     case UnaryOp::gelu_tanh: {
+      if (fused) return grad(BinaryOp::gelu_tanh_backward, x);
       Tensor x2 = mul(x, x);
       Tensor inner = mul(add(x, mul(mul(x2, x), 0.044715)), kSqrt2_Pi);
       Tensor th = tanh(inner);
@@ -102,6 +110,7 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
       return mul(g, add(left, right));
     }
     case UnaryOp::silu: {
+      if (fused) return grad(BinaryOp::silu_backward, x);
       Tensor s = sigmoid(x);
       return mul(g, mul(s, add(mul(x, rsub(s, 1)), 1)));
     }

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/flags.h"
 #include "core/parallel.h"
+#include "ops/conv_backend.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -17,6 +18,7 @@ bool* field(BackendFlags& f, const std::string& name) {
   if (name == "cudnn_allow_tf32") return &f.cudnn_allow_tf32;
   if (name == "cudnn_benchmark") return &f.cudnn_benchmark;
   if (name == "cudnn_deterministic") return &f.cudnn_deterministic;
+  if (name == "cudnn_enabled") return &f.cudnn_enabled;
   fail(ErrorKind::Value, "[kiln.backends] unknown flag '", name, "'");
 }
 
@@ -31,6 +33,13 @@ void init_flags(py::module_& m) {
     BackendFlags f = backend_flags();
     *field(f, name) = value;
     set_backend_flags(f);
+  });
+  // cuDNN's version when this build has it (None otherwise), as in torch.backends.cudnn.
+  m.def("_cudnn_version", []() -> py::object {
+    const ConvBackend* b = conv_backend(DeviceType::CUDA);
+    const int64_t version = b ? b->version() : 0;
+    if (version == 0) return py::none();
+    return py::int_(version);
   });
   m.def("set_num_threads", &set_num_threads, py::arg("int"));
   m.def("get_num_threads", &get_num_threads);

@@ -33,6 +33,13 @@ const Backend& backend() {
     b.layer_norm_backward = layer_norm_backward_kernel;
     b.cross_entropy_forward = cross_entropy_forward_kernel;
     b.cross_entropy_backward = cross_entropy_backward_kernel;
+    b.amp_unscale = amp_unscale_kernel;
+    b.batch_norm_forward = batch_norm_forward_kernel;
+    b.batch_norm_backward = batch_norm_backward_kernel;
+    b.max_pool2d_forward = max_pool2d_forward_kernel;
+    b.max_pool2d_backward = max_pool2d_backward_kernel;
+    b.avg_pool2d_forward = avg_pool2d_forward_kernel;
+    b.avg_pool2d_backward = avg_pool2d_backward_kernel;
     return b;
   }();
   return table;

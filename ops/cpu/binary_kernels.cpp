@@ -2,6 +2,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "ops/activation_grad.h"
 #include "ops/cpu/convert.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
@@ -70,6 +71,28 @@ T int_pow(T base, T exp) {
   return result;
 }
 
+// out = f(a, b) with f computing in acc_t<T>. A float16/bfloat16 op may get one
+// float32 operand: a CPU scalar kept at float precision (Note [Reduced-precision
+// scalar operands], ops/elementwise.cpp).
+template <typename T, typename F>
+void arithmetic_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  using A = acc_t<T>;
+  if constexpr (!std::is_same_v<A, T>) {
+    if (b.dtype() == DType::Float32)
+      return binary_loop<T, T, float>(out, a, b, [f](T x, float y) { return T(f(A(x), y)); });
+    if (a.dtype() == DType::Float32)
+      return binary_loop<T, float, T>(out, a, b, [f](float x, T y) { return T(f(x, A(y))); });
+  }
+  binary_loop<T, T, T>(out, a, b, [f](T x, T y) { return T(f(A(x), A(y))); });
+}
+
+// One activation gradient, the op a constant so the loop vectorizes.
+template <typename T, BinaryOp Op>
+void grad_loop(const Tensor& out, const Tensor& a, const Tensor& b) {
+  using A = acc_t<T>;
+  arithmetic_loop<T>(out, a, b, [](A g, A v) { return activation_grad::apply(Op, g, v); });
+}
+
 // Arithmetic ops over the numeric dtypes (bool allowed where PyTorch allows it).
 template <typename T>
 void arithmetic(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -77,64 +100,76 @@ void arithmetic(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
   switch (op) {
     case BinaryOp::add:
       if constexpr (std::is_same_v<T, bool>) {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x || y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(x || y); });
       } else {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x + y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(x + y); });
       }
     case BinaryOp::sub:
-      return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x - y); });
+      return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(x - y); });
     case BinaryOp::mul:
       if constexpr (std::is_same_v<T, bool>) {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x && y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(x && y); });
       } else {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(x * y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(x * y); });
       }
     case BinaryOp::div:
       if constexpr (std::is_integral_v<T>) break;  // the front end divides in float
-      else return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(A(x) / A(y)); });
+      else return arithmetic_loop<T>(out, a, b, [](A x, A y) { return x / y; });
     case BinaryOp::floor_divide:
       if constexpr (std::is_integral_v<T>) {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return int_floor_div(x, y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return int_floor_div(x, y); });
       } else {
-        return binary_loop<T, T, T>(out, a, b,
-                                    [](T x, T y) { return T(std::floor(A(x) / A(y))); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(std::floor(x / y)); });
       }
     case BinaryOp::fmod:
       if constexpr (std::is_integral_v<T>) {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return int_fmod(x, y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return int_fmod(x, y); });
       } else {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::fmod(A(x), A(y))); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(std::fmod(x, y)); });
       }
     case BinaryOp::remainder:
       if constexpr (std::is_integral_v<T>) {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return int_remainder(x, y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return int_remainder(x, y); });
       } else {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) {
-          A r = std::fmod(A(x), A(y));
-          if (r != 0 && ((r < 0) != (A(y) < 0))) r += A(y);
-          return T(r);
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) {
+          A r = std::fmod(x, y);
+          if (r != 0 && ((r < 0) != (y < 0))) r += y;
+          return r;
         });
       }
     case BinaryOp::pow:
       if constexpr (std::is_integral_v<T>) {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return int_pow(x, y); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return int_pow(x, y); });
       } else {
-        return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::pow(A(x), A(y))); });
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(std::pow(x, y)); });
       }
     case BinaryOp::maximum:
-      return binary_loop<T, T, T>(out, a, b, [](T x, T y) {
+      return arithmetic_loop<T>(out, a, b, [](A x, A y) {
         if (is_nan(x) || is_nan(y)) return is_nan(x) ? x : y;
-        return A(x) > A(y) ? x : y;
+        return x > y ? x : y;
       });
     case BinaryOp::minimum:
-      return binary_loop<T, T, T>(out, a, b, [](T x, T y) {
+      return arithmetic_loop<T>(out, a, b, [](A x, A y) {
         if (is_nan(x) || is_nan(y)) return is_nan(x) ? x : y;
-        return A(x) < A(y) ? x : y;
+        return x < y ? x : y;
       });
     case BinaryOp::atan2:
       if constexpr (std::is_integral_v<T>) break;
-      else return binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::atan2(A(x), A(y))); });
+      else return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(std::atan2(x, y)); });
     default:
+      if constexpr (!std::is_integral_v<T>) {
+        switch (op) {
+          case BinaryOp::gelu_backward: return grad_loop<T, BinaryOp::gelu_backward>(out, a, b);
+          case BinaryOp::gelu_tanh_backward:
+            return grad_loop<T, BinaryOp::gelu_tanh_backward>(out, a, b);
+          case BinaryOp::silu_backward: return grad_loop<T, BinaryOp::silu_backward>(out, a, b);
+          case BinaryOp::sigmoid_backward:
+            return grad_loop<T, BinaryOp::sigmoid_backward>(out, a, b);
+          case BinaryOp::tanh_backward: return grad_loop<T, BinaryOp::tanh_backward>(out, a, b);
+          case BinaryOp::relu_backward: return grad_loop<T, BinaryOp::relu_backward>(out, a, b);
+          default: break;
+        }
+      }
       break;
   }
   fail(ErrorKind::NotImplemented, "[", op_name(op), "] no CPU kernel for dtype ", a.dtype());
@@ -197,8 +232,8 @@ void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
       return dispatch_integral(a.dtype(), true, name, [&](auto tag) {
         bitwise<typename decltype(tag)::type>(op, out, a, b);
       });
-    default:
-      return dispatch_all(a.dtype(), name, [&](auto tag) {
+    default:  // out, not a: a may be a float32 scalar (arithmetic_loop)
+      return dispatch_all(out.dtype(), name, [&](auto tag) {
         arithmetic<typename decltype(tag)::type>(op, out, a, b);
       });
   }

@@ -48,5 +48,22 @@ void cross_entropy_forward_kernel(const Tensor& loss, const Tensor& lse, const T
 void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad_loss,
                                    const Tensor& logits, const Tensor& lse, const Tensor& target,
                                    const Tensor& weight, int64_t ignore_index);
+void amp_unscale_kernel(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                        const Tensor& inv_scale);
+void batch_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tensor& invstd,
+                               const Tensor& in, const Tensor& weight, const Tensor& bias,
+                               const Tensor& running_mean, const Tensor& running_var,
+                               bool training, double momentum, double eps);
+void batch_norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight,
+                                const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
+                                const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                                bool training);
+void max_pool2d_forward_kernel(const Tensor& out, const Tensor& indices, const Tensor& in,
+                               const Pool2dParams& p);
+void max_pool2d_backward_kernel(const Tensor& grad_in, const Tensor& grad_out,
+                                const Tensor& indices, const Pool2dParams& p);
+void avg_pool2d_forward_kernel(const Tensor& out, const Tensor& in, const Pool2dParams& p);
+void avg_pool2d_backward_kernel(const Tensor& grad_in, const Tensor& grad_out,
+                                const Pool2dParams& p);
 
 }  // namespace kiln::cpu

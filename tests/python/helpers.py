@@ -78,3 +78,18 @@ def gpu_count():
 
 # CUDA tests run on the GPU machine and skip where there is no GPU (CI).
 requires_gpu = __import__("pytest").mark.skipif(gpu_count() == 0, reason="no CUDA device")
+
+
+def rerun_without_cuda(test_file, test_name):
+    """Runs one test in a child pytest with no visible GPU, for the behaviour of
+    machines without CUDA on the GPU machine too (instead of skipping it there)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          f"{test_file}::{test_name}"], capture_output=True, text=True, env=env,
+                         cwd=os.path.dirname(os.path.abspath(test_file)), timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout and "skipped" not in out.stdout, out.stdout[-2000:]

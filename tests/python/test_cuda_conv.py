@@ -11,6 +11,13 @@ from helpers import assert_close, rand, requires_gpu
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_gpu)]
 
 
+@pytest.fixture(autouse=True)
+def _cudnn_tf32_off():
+    """The float32 tolerances here assume cuDNN convolutions without TF32 (on by default)."""
+    with kiln.backends.cudnn.flags(allow_tf32=False):
+        yield
+
+
 def _bn(F, xs, mk):
     rm, rv = mk(np.linspace(-1, 1, 3)), mk(np.linspace(0.5, 2, 3))
     out = F.batch_norm(xs[0], rm, rv, xs[1], xs[2], True, 0.2, 1e-3)

@@ -29,7 +29,7 @@ from kiln.utils.data import (
     get_worker_info,
     random_split,
 )
-from helpers import requires_gpu
+from helpers import requires_gpu, rerun_without_cuda
 
 Point = collections.namedtuple("Point", ["x", "y"])
 
@@ -469,7 +469,7 @@ def test_persistent_workers_reuse_processes():
 
 def test_pin_memory_without_cuda_warns():
     if kiln.cuda.is_available():
-        pytest.skip("CUDA present: pinning is exercised by the GPU test")
+        return rerun_without_cuda(__file__, "test_pin_memory_without_cuda_warns")
     with pytest.warns(UserWarning, match="pin_memory"):
         loader = DataLoader(Squares(4), batch_size=2, pin_memory=True)
     assert not any(b[0].is_pinned() for b in loader)

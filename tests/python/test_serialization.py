@@ -19,7 +19,7 @@ import safetensors.numpy
 
 import kiln
 from kiln import _tensor_bytes
-from helpers import requires_gpu
+from helpers import requires_gpu, rerun_without_cuda
 
 ALL_DTYPES = [kiln.float16, kiln.bfloat16, kiln.float32, kiln.float64, kiln.int8, kiln.uint8,
               kiln.int16, kiln.int32, kiln.int64, kiln.bool]
@@ -245,7 +245,7 @@ def test_map_location(tmp_path):
 
 def test_cuda_checkpoint_without_cuda(tmp_path):
     if kiln.cuda.is_available():
-        pytest.skip("CUDA is available")
+        return rerun_without_cuda(__file__, "test_cuda_checkpoint_without_cuda")
     path = _file_on("cuda:0", tmp_path)
     with pytest.raises(RuntimeError, match=r"tensor 'w' was saved on cuda:0.*map_location='cpu'"):
         kiln.load(path)

@@ -1,0 +1,195 @@
+// Direct 2-d pooling kernels (Note [Direct pooling kernels] in ops/pool2d.h): one thread per
+// output element in the forward, one per input element gathering from the outputs that can
+// hold it in the backward. Threads run over the layout's memory order (NCHW or NHWC), so
+// neighbouring threads touch neighbouring elements.
+#include <algorithm>
+
+#include "cuda/check.h"
+#include "cuda/elementwise.cuh"
+#include "cuda/kernels.h"
+#include "ops/dispatch.h"
+#include "ops/pool2d.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+template <typename T, typename I>
+__global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* in, Pool2dParams p) {
+  using A = acc_t<T>;
+  const int64_t total = p.N * p.C * p.OH * p.OW;
+  KILN_GRID_STRIDE(i, total) {
+    int64_t n, c, oh, ow;
+    unflatten_index<I>(i, p.C, p.OH, p.OW, p.channels_last, n, c, oh, ow);
+    A best = -static_cast<A>(INFINITY);
+    int64_t arg = -1;
+    for (int64_t a = 0; a < p.kh; ++a) {
+      const int64_t h = oh * p.sh - p.ph + a * p.dh;
+      if (h < 0 || h >= p.H) continue;
+      for (int64_t b = 0; b < p.kw; ++b) {
+        const int64_t w = ow * p.sw - p.pw + b * p.dw;
+        if (w < 0 || w >= p.W) continue;
+        const A v = static_cast<A>(in[p.in_offset(n, c, h, w)]);
+        // The first maximum wins; a NaN beats everything and then stays (as on the CPU).
+        if (arg < 0 || (!isnan(best) && (v > best || isnan(v)))) {
+          best = v;
+          arg = h * p.W + w;
+        }
+      }
+    }
+    out[i] = static_cast<T>(best);
+    indices[i] = arg;
+  }
+}
+
+template <typename T, typename I>
+__global__ void max_pool2d_backward_kernel(T* grad_in, const T* grad_out, const int64_t* indices,
+                                           Pool2dParams p) {
+  using A = acc_t<T>;
+  const int64_t total = p.N * p.C * p.H * p.W;
+  KILN_GRID_STRIDE(i, total) {
+    int64_t n, c, h, w;
+    unflatten_index<I>(i, p.C, p.H, p.W, p.channels_last, n, c, h, w);
+    const OutRange rh = max_outputs_of(h, p.OH, p.kh, p.sh, p.ph, p.dh);
+    const OutRange rw = max_outputs_of(w, p.OW, p.kw, p.sw, p.pw, p.dw);
+    const int64_t self = h * p.W + w;
+    A s = 0;
+    for (int64_t oh = rh.first; oh <= rh.last; ++oh) {
+      for (int64_t ow = rw.first; ow <= rw.last; ++ow) {
+        const int64_t o = p.out_offset(n, c, oh, ow);
+        if (indices[o] == self) s += static_cast<A>(grad_out[o]);
+      }
+    }
+    grad_in[i] = static_cast<T>(s);
+  }
+}
+
+template <typename T, typename I>
+__global__ void avg_pool2d_kernel(T* out, const T* in, Pool2dParams p) {
+  using A = acc_t<T>;
+  const int64_t total = p.N * p.C * p.OH * p.OW;
+  KILN_GRID_STRIDE(i, total) {
+    int64_t n, c, oh, ow;
+    unflatten_index<I>(i, p.C, p.OH, p.OW, p.channels_last, n, c, oh, ow);
+    const AvgWindow wh = avg_window(oh, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
+    const AvgWindow ww = avg_window(ow, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
+    A s = 0;
+    for (int64_t h = wh.start; h < wh.end; ++h)
+      for (int64_t w = ww.start; w < ww.end; ++w) s += static_cast<A>(in[p.in_offset(n, c, h, w)]);
+    out[i] = static_cast<T>(s / static_cast<A>(avg_divisor(p, wh, ww)));
+  }
+}
+
+template <typename T, typename I>
+__global__ void avg_pool2d_backward_kernel(T* grad_in, const T* grad_out, Pool2dParams p) {
+  using A = acc_t<T>;
+  const int64_t total = p.N * p.C * p.H * p.W;
+  KILN_GRID_STRIDE(i, total) {
+    int64_t n, c, h, w;
+    unflatten_index<I>(i, p.C, p.H, p.W, p.channels_last, n, c, h, w);
+    const OutRange rh = avg_outputs_of(h, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
+    const OutRange rw = avg_outputs_of(w, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
+    A s = 0;
+    for (int64_t oh = rh.first; oh <= rh.last; ++oh) {
+      const AvgWindow wh = avg_window(oh, p.H, p.OH, p.kh, p.sh, p.ph, p.adaptive);
+      for (int64_t ow = rw.first; ow <= rw.last; ++ow) {
+        const AvgWindow ww = avg_window(ow, p.W, p.OW, p.kw, p.sw, p.pw, p.adaptive);
+        s += static_cast<A>(grad_out[p.out_offset(n, c, oh, ow)]) /
+             static_cast<A>(avg_divisor(p, wh, ww));
+      }
+    }
+    grad_in[i] = static_cast<T>(s);
+  }
+}
+
+// Whether every flat index of the input and output fits the 32-bit division path.
+bool small_index(const Pool2dParams& p) {
+  const int64_t big = p.N * p.C * std::max(p.H * p.W, p.OH * p.OW);
+  return big < (int64_t{1} << 31);
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
+                        const Pool2dParams& p) {
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  LaunchContext ctx(in);
+  dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    if (small_index(p)) {
+      max_pool2d_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(out), ptr<int64_t>(indices), ptr<T>(in), p);
+    } else {
+      max_pool2d_kernel<T, int64_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(out), ptr<int64_t>(indices), ptr<T>(in), p);
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH("max_pool2d");
+}
+
+void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
+                         const Pool2dParams& p) {
+  const int64_t total = grad_in.numel();
+  if (total == 0) return;
+  LaunchContext ctx(grad_in);
+  dispatch_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    if (small_index(p)) {
+      max_pool2d_backward_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
+    } else {
+      max_pool2d_backward_kernel<T, int64_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+          ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH("max_pool2d_backward");
+}
+
+void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  LaunchContext ctx(in);
+  dispatch_floating(in.dtype(), "avg_pool2d", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    if (small_index(p)) {
+      avg_pool2d_kernel<T, uint32_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(out), ptr<T>(in), p);
+    } else {
+      avg_pool2d_kernel<T, int64_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(out), ptr<T>(in), p);
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH("avg_pool2d");
+}
+
+void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Pool2dParams& p) {
+  const int64_t total = grad_in.numel();
+  if (total == 0) return;
+  LaunchContext ctx(grad_in);
+  dispatch_floating(grad_in.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    if (small_index(p)) {
+      avg_pool2d_backward_kernel<T, uint32_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(grad_in), ptr<T>(grad_out), p);
+    } else {
+      avg_pool2d_backward_kernel<T, int64_t>
+          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(grad_in), ptr<T>(grad_out), p);
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH("avg_pool2d_backward");
+}
+
+}  // namespace
+
+void install_pooling_kernels(Backend& b) {
+  b.max_pool2d_forward = max_pool2d_forward;
+  b.max_pool2d_backward = max_pool2d_backward;
+  b.avg_pool2d_forward = avg_pool2d_forward;
+  b.avg_pool2d_backward = avg_pool2d_backward;
+}
+
+}  // namespace kiln::cuda

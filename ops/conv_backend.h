@@ -1,0 +1,51 @@
+// Optional accelerated convolutions (cuDNN on CUDA). A device library that has
+// one registers it here; ops/conv.cpp uses it when present and enabled, and
+// otherwise runs the composition of Note [Convolution as GEMM]. Kept out of
+// struct Backend on purpose: a CUDA build without cuDNN is still a complete
+// backend (missing_kernel_families stays empty).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+// One convolution's geometry: per-spatial-dim stride, symmetric padding and
+// dilation, the group count, and the memory layout all operands and results use.
+struct ConvGeometry {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+  // NHWC-dense (NDHWC for 3-d) operands and results instead of contiguous NCHW.
+  bool channels_last = false;
+};
+
+// Every entry takes batched [N, C, *S] operands of one floating dtype on one
+// device, in any layout (they are made dense in the geometry's layout), and
+// returns a new tensor in that layout, or an undefined Tensor when the library
+// has no algorithm for the problem (the caller then composes). Errors name `op`.
+struct ConvBackend {
+  // The library's version as one number (cuDNN: major * 10000 + minor * 100 +
+  // patch), 0 when it cannot be loaded at run time (the other entries are then unusable).
+  int64_t (*version)() = nullptr;
+  // y = conv(x, w): x [N, C, *S], w [O, C / groups, *K] -> [N, O, *out].
+  Tensor (*forward)(const Tensor& x, const Tensor& w, const ConvGeometry& g,
+                    const char* op) = nullptr;
+  // The input gradient of conv (= conv_transpose of grad_output), of size `input_sizes`.
+  Tensor (*backward_data)(const Tensor& grad_output, const Tensor& w,
+                          const std::vector<int64_t>& input_sizes, const ConvGeometry& g,
+                          const char* op) = nullptr;
+  // The weight gradient of conv(x, w), of size `weight_sizes`.
+  Tensor (*backward_filter)(const Tensor& grad_output, const Tensor& x,
+                            const std::vector<int64_t>& weight_sizes, const ConvGeometry& g,
+                            const char* op) = nullptr;
+};
+
+// Called by a device library when it loads (cuda/backend_cuda.cpp).
+void register_conv_backend(DeviceType type, const ConvBackend* b);
+// The backend registered for `type`, or nullptr (whether or not it is enabled).
+const ConvBackend* conv_backend(DeviceType type);
+
+}  // namespace kiln
