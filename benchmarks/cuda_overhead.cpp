@@ -13,6 +13,8 @@
 #include "ops/binary.h"
 #include "ops/creation.h"
 
+#include "benchmarks/malloc_counter.h"
+
 namespace {
 
 template <typename F>
@@ -49,5 +51,10 @@ int main() {
     std::printf("allocate+free(round %d) %.3f\nbinary kernel entry(round %d) %.3f\n"
                 "add(round %d) %.3f\n", round, alloc, round, kernel, round, add_op);
   }
+  // Heap allocations per call, host side (kiln's and the CUDA runtime's).
+  std::printf("mallocs allocate+free %.2f\nmallocs binary kernel entry %.2f\nmallocs add %.2f\n",
+              kiln_bench::allocations_per_call([&] { make_tensor({1024}, DType::Float32, dev); }),
+              kiln_bench::allocations_per_call([&] { cuda.binary(BinaryOp::add, out, a, b); }),
+              kiln_bench::allocations_per_call([&] { add(a, b, Scalar(1)); }));
   return 0;
 }

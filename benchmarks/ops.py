@@ -56,8 +56,13 @@ def kiln_layers():
     out = subprocess.run([exe], capture_output=True, text=True)
     if out.returncode != 0:
         return []
-    return [f"{'kiln C++ ' + name + ': host us/op':42s}{float(v):12.2f}"
-            for name, v in (line.rsplit(" ", 1) for line in out.stdout.strip().splitlines())]
+    rows = []
+    for name, v in (line.rsplit(" ", 1) for line in out.stdout.strip().splitlines()):
+        unit = "host us/op"
+        if name.startswith("mallocs "):
+            name, unit = name[len("mallocs "):], "mallocs/op"
+        rows.append(f"{'kiln C++ ' + name + ': ' + unit:42s}{float(v):12.2f}")
+    return rows
 
 
 def run(mod):

@@ -13,13 +13,14 @@ constexpr size_t kCpuAlignment = 64;
 
 class CpuAllocator final : public Allocator {
  public:
-  std::shared_ptr<void> allocate(size_t nbytes, Device, const AllocationLabel&) override {
+  void* allocate(size_t nbytes, Device, const AllocationLabel&) override {
     size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     if (rounded == 0) rounded = kCpuAlignment;
     void* p = std::aligned_alloc(kCpuAlignment, rounded);
     KILN_CHECK(p != nullptr, OutOfMemory, "[cpu allocator] failed to allocate ", nbytes, " bytes");
-    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    return p;
   }
+  void release(void* ptr) noexcept override { std::free(ptr); }
 };
 
 Allocator* g_allocators[2] = {nullptr, nullptr};

@@ -1,10 +1,10 @@
-// Allocators hand out device memory wrapped in a shared_ptr whose deleter
-// returns it. The CPU allocator is plain aligned malloc; the CUDA caching
-// allocator registers itself for DeviceType::CUDA.
+// Allocators hand out device memory that the owning storage hands back through
+// release() (a raw pair rather than a shared_ptr with a deleter: that would be
+// one more heap allocation per tensor). The CPU allocator is plain aligned
+// malloc; the CUDA caching allocator registers itself for DeviceType::CUDA.
 #pragma once
 
 #include <cstddef>
-#include <memory>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -24,8 +24,9 @@ struct AllocationLabel {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual std::shared_ptr<void> allocate(size_t nbytes, Device device,
-                                         const AllocationLabel& label) = 0;
+  virtual void* allocate(size_t nbytes, Device device, const AllocationLabel& label) = 0;
+  // Takes back memory from allocate(). Runs from storage destructors: must not throw.
+  virtual void release(void* ptr) noexcept = 0;
 };
 
 Allocator* cpu_allocator();

@@ -41,7 +41,13 @@ DType result_type(std::initializer_list<Tensor> tensors) {
   return r ? *r : DType::Float32;
 }
 
-DType result_type(const Tensor& a, const Tensor& b) { return result_type({a, b}); }
+DType result_type(const Tensor& a, const Tensor& b) {
+  // Two tensors of one dtype, neither a Python number: every rule gives that dtype.
+  if (a.defined() && b.defined() && a.dtype() == b.dtype() && !a.impl()->wrapped_number_ &&
+      !b.impl()->wrapped_number_)
+    return a.dtype();
+  return result_type({a, b});
+}
 
 bool can_cast(DType from, DType to) {
   if (is_floating(from) && !is_floating(to)) return false;

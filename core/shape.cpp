@@ -1,10 +1,17 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <ostream>
 
 #include "core/error.h"
 
 namespace kiln {
+
+std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  return os << ']';
+}
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);

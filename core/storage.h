@@ -16,6 +16,15 @@ struct StorageImpl {
   Device device;
   // CPU memory that is page-locked (Tensor.pin_memory()), so host<->GPU copies can be async.
   bool pinned = false;
+  // Set when `data` (then non-owning) came from this allocator: the storage returns it there.
+  Allocator* allocator = nullptr;
+
+  StorageImpl() = default;
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+  ~StorageImpl() {
+    if (allocator) allocator->release(data.get());
+  }
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

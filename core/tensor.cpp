@@ -1,14 +1,66 @@
 #include "core/tensor.h"
 
+#include <cstdlib>
+
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/shape.h"
 
 namespace kiln {
 
+namespace {
+
+// CPU memory is aligned to 64 bytes, so Eigen's vectorized paths and AVX-512
+// loads stay aligned.
+constexpr size_t kCpuAlignment = 64;
+
+// Note [One allocation per CPU storage]
+// A CPU storage's StorageImpl, its shared_ptr control block and its data come
+// from one malloc: allocate_shared hands this allocator the block size, the
+// allocator adds room for the data and reports where it starts. `data` then
+// points into the block without owning it, and the storage frees everything at
+// once. One malloc instead of three (make_shared, aligned_alloc, the data's
+// control block) matters for small tensors, where allocation is the op's cost.
+template <typename T>
+struct StorageBlockAllocator {
+  using value_type = T;
+  size_t data_bytes;
+  void** data;
+  StorageBlockAllocator(size_t bytes, void** out) : data_bytes(bytes), data(out) {}
+  template <typename U>
+  StorageBlockAllocator(const StorageBlockAllocator<U>& o)  // NOLINT: rebinding
+      : data_bytes(o.data_bytes), data(o.data) {}
+  T* allocate(size_t n) {
+    const size_t head = (n * sizeof(T) + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+    void* p = std::malloc(head + data_bytes + kCpuAlignment);
+    KILN_CHECK(p != nullptr, OutOfMemory, "[cpu allocator] failed to allocate ", data_bytes,
+               " bytes");
+    const auto base = reinterpret_cast<uintptr_t>(p) + head;
+    *data = reinterpret_cast<void*>((base + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <typename U>
+  bool operator==(const StorageBlockAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const StorageBlockAllocator<U>&) const { return false; }
+};
+
+}  // namespace
+
 Storage make_storage(size_t nbytes, Device device, const AllocationLabel& label) {
-  auto s = std::make_shared<StorageImpl>();
-  s->data = allocator_for(device)->allocate(nbytes, device, label);
+  Storage s;
+  if (device.is_cpu()) {
+    void* data = nullptr;
+    s = std::allocate_shared<StorageImpl>(StorageBlockAllocator<StorageImpl>(nbytes, &data));
+    s->data = std::shared_ptr<void>(std::shared_ptr<void>(), data);
+  } else {
+    Allocator* allocator = allocator_for(device);
+    s = std::make_shared<StorageImpl>();
+    void* data = allocator->allocate(nbytes, device, label);
+    s->data = std::shared_ptr<void>(std::shared_ptr<void>(), data);
+    s->allocator = allocator;
+  }
   s->nbytes = nbytes;
   s->device = device;
   return s;
@@ -102,18 +154,8 @@ AutogradMeta& TensorImpl::autograd() {
   return *autograd_;
 }
 
-const Shape& Tensor::sizes() const { return impl_->sizes_; }
-const Shape& Tensor::strides() const { return impl_->strides_; }
 int64_t Tensor::size(int64_t d) const { return impl_->sizes_[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl_->strides_[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes_.size()); }
-int64_t Tensor::numel() const { return impl_->numel_; }
-int64_t Tensor::storage_offset() const { return impl_->offset_; }
-DType Tensor::dtype() const { return impl_->dtype_; }
-Device Tensor::device() const { return impl_->storage_->device; }
-size_t Tensor::itemsize() const { return kiln::itemsize(impl_->dtype_); }
-bool Tensor::is_contiguous() const { return impl_->contiguous_; }
-const Storage& Tensor::storage() const { return impl_->storage_; }
 void* Tensor::data_ptr() const {
   return static_cast<char*>(impl_->storage_->data.get()) + impl_->offset_ * itemsize();
 }

@@ -11,11 +11,10 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/shape.h"
 #include "core/storage.h"
 
 namespace kiln {
-
-using Shape = std::vector<int64_t>;
 
 class Node;
 class TensorImpl;
@@ -127,6 +126,18 @@ class TensorImpl {
   AutogradMeta& autograd();
   void refresh_layout();
 };
+
+// The accessors every op calls, inline so they cost a load instead of a call.
+inline const Shape& Tensor::sizes() const { return impl_->sizes_; }
+inline const Shape& Tensor::strides() const { return impl_->strides_; }
+inline int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes_.size()); }
+inline int64_t Tensor::numel() const { return impl_->numel_; }
+inline int64_t Tensor::storage_offset() const { return impl_->offset_; }
+inline DType Tensor::dtype() const { return impl_->dtype_; }
+inline Device Tensor::device() const { return impl_->storage_->device; }
+inline size_t Tensor::itemsize() const { return kiln::itemsize(impl_->dtype_); }
+inline bool Tensor::is_contiguous() const { return impl_->contiguous_; }
+inline const Storage& Tensor::storage() const { return impl_->storage_; }
 
 // True when an elementwise write to `dst` could clobber elements of `src`
 // before they are read: same storage, overlapping element ranges and a

@@ -47,7 +47,61 @@ constexpr size_t kMidSize = 10 << 20;
 constexpr size_t kLargeSegment = 20 << 20;
 constexpr size_t kLargeRound = 2 << 20;
 
+// Note [Recycled allocator nodes]
+// Every tensor allocation creates and destroys a few small objects here: the
+// remainder Block of a split, its node in a pool, its entry in `active`. They
+// come from per-type free lists instead of malloc. All of them are created and
+// destroyed under the allocator's mutex, so the lists need no lock of their own;
+// they are never destroyed, as the allocator is not.
+template <size_t Bytes>
+std::vector<void*>& spare_nodes() {
+  static auto* spare = new std::vector<void*>();
+  return *spare;
+}
+
+template <size_t Bytes>
+void* take_node() {
+  std::vector<void*>& spare = spare_nodes<Bytes>();
+  if (spare.empty()) return ::operator new(Bytes);
+  void* p = spare.back();
+  spare.pop_back();
+  return p;
+}
+
+template <size_t Bytes>
+void give_node(void* p) {
+  spare_nodes<Bytes>().push_back(p);
+}
+
+// A std allocator handing out single nodes from the free lists (arrays, such
+// as a hash table's buckets, come from operator new).
+template <typename T>
+struct NodeAllocator {
+  using value_type = T;
+  NodeAllocator() = default;
+  template <typename U>
+  NodeAllocator(const NodeAllocator<U>&) {}  // NOLINT: rebinding
+  T* allocate(size_t n) {
+    if (n == 1) return static_cast<T*>(take_node<sizeof(T)>());
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) {
+    if (n == 1) {
+      give_node<sizeof(T)>(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+  template <typename U>
+  bool operator==(const NodeAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const NodeAllocator<U>&) const { return false; }
+};
+
 struct Block {
+  static void* operator new(size_t) { return take_node<sizeof(Block)>(); }
+  static void operator delete(void* p) { give_node<sizeof(Block)>(p); }
+
   Block(int dev, cudaStream_t s, size_t n, void* p, bool sm)
       : device(dev), stream(s), size(n), ptr(p), small(sm) {}
   int device;
@@ -73,11 +127,13 @@ struct BlockOrder {
   }
 };
 
-using Pool = std::set<Block*, BlockOrder>;
+using Pool = std::set<Block*, BlockOrder, NodeAllocator<Block*>>;
 
 struct DeviceState {
   Pool small, large;
-  std::unordered_map<void*, Block*> active;
+  std::unordered_map<void*, Block*, std::hash<void*>, std::equal_to<void*>,
+                     NodeAllocator<std::pair<void* const, Block*>>>
+      active;
   std::deque<std::pair<cudaEvent_t, Block*>> pending;  // freed, waiting on other streams
   MemoryStats stats;
 };
@@ -98,8 +154,7 @@ std::string format_bytes(int64_t n) {
 
 class CachingAllocator final : public Allocator {
  public:
-  std::shared_ptr<void> allocate(size_t nbytes, Device device,
-                                 const AllocationLabel& label) override {
+  void* allocate(size_t nbytes, Device device, const AllocationLabel& label) override {
     const int dev = resolve_device(device, "cuda allocator");
     cudaStream_t stream = stream_of(dev);
     std::lock_guard<std::mutex> lock(mu_);
@@ -141,8 +196,10 @@ class CachingAllocator final : public Allocator {
     s.requested += nbytes;
     s.num_allocs++;
     s.active_blocks++;
-    return std::shared_ptr<void>(b->ptr, [this](void* p) { free(p); });
+    return b->ptr;
   }
+
+  void release(void* ptr) noexcept override { free(ptr); }
 
   void record_stream(void* ptr, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mu_);

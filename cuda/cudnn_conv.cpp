@@ -305,9 +305,10 @@ std::string cache_key(char tag, const Problem& p, const BackendFlags& f) {
   put(p.device);
   put(static_cast<int64_t>(p.dtype));
   put(p.g.groups);
-  for (const auto* v : {&p.x, &p.w, &p.y, &p.g.stride, &p.g.padding, &p.g.dilation}) {
-    put(static_cast<int64_t>(v->size()));
-    for (int64_t e : *v) put(e);
+  for (const Shape& v :
+       {p.x, p.w, p.y, Shape(p.g.stride), Shape(p.g.padding), Shape(p.g.dilation)}) {
+    put(static_cast<int64_t>(v.size()));
+    for (int64_t e : v) put(e);
   }
   return key;
 }

@@ -63,16 +63,15 @@ OffsetCalc<N> make_offset_calc(const Shape& shape, const std::array<const Tensor
   }
   const CoalescedDims<N> dims = coalesce_dims<N>(shape, strides, unit);
   const Shape& sizes = dims.sizes;
-  const auto& st = dims.strides;
   KILN_CHECK(static_cast<int>(sizes.size()) <= kMaxDims, NotImplemented, "[", op,
              "] CUDA kernels support up to ", kMaxDims, " non-mergeable dims, got shape ", shape);
   c.ndim = static_cast<int>(sizes.size());
   c.contiguous = c.ndim <= 1;
-  for (int k = 0; k < N && c.ndim == 1; ++k) c.contiguous = c.contiguous && st[0][k] == 1;
+  for (int k = 0; k < N && c.ndim == 1; ++k) c.contiguous = c.contiguous && dims.strides(0)[k] == 1;
   if (c.ndim == 0) c.contiguous = true;
   for (int d = 0; d < c.ndim; ++d) {
     c.sizes[d] = sizes[d];
-    for (int k = 0; k < N; ++k) c.strides[d][k] = st[d][k];
+    for (int k = 0; k < N; ++k) c.strides[d][k] = dims.strides(d)[k];
   }
   return c;
 }

@@ -66,12 +66,16 @@ std::pair<size_t, size_t> mem_get_info(int index) {
   return {free_b, total_b};
 }
 
-DeviceGuard::DeviceGuard(int index) {
+DeviceGuard::DeviceGuard(int index) : previous_(-1) {
+  // With one visible device, device 0 is always current: every op would pay
+  // two cudaGetDevice calls for nothing.
+  if (index == 0 && device_count() == 1) return;
   KILN_CUDA_CHECK(cudaGetDevice(&previous_), "device guard");
   if (index != previous_) KILN_CUDA_CHECK(cudaSetDevice(index), "device guard");
 }
 
 DeviceGuard::~DeviceGuard() {
+  if (previous_ < 0) return;
   int now = previous_;
   cudaGetDevice(&now);
   if (now != previous_) cudaSetDevice(previous_);

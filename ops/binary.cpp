@@ -92,7 +92,9 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (op == BinaryOp::pow)
     if (auto ac = autocast_args("pow", {a, b})) return binary(op, (*ac)[0], (*ac)[1]);
   Tensor out = binary_compute(op, a, b);
-  if (is_floating(out.dtype()) && needs_grad({a, b})) {
+  // needs_grad({a, b}) without copying the two handles into a list: every op runs this.
+  if (is_floating(out.dtype()) && GradMode::is_enabled() &&
+      (a.requires_grad() || b.requires_grad())) {
     SavedTensor sa, sb, sy;
     if (saves_inputs(op)) {
       sa = SavedTensor(a);

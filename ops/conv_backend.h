@@ -35,11 +35,11 @@ struct ConvBackend {
                     const char* op) = nullptr;
   // The input gradient of conv (= conv_transpose of grad_output), of size `input_sizes`.
   Tensor (*backward_data)(const Tensor& grad_output, const Tensor& w,
-                          const std::vector<int64_t>& input_sizes, const ConvGeometry& g,
+                          const Shape& input_sizes, const ConvGeometry& g,
                           const char* op) = nullptr;
   // The weight gradient of conv(x, w), of size `weight_sizes`.
   Tensor (*backward_filter)(const Tensor& grad_output, const Tensor& x,
-                            const std::vector<int64_t>& weight_sizes, const ConvGeometry& g,
+                            const Shape& weight_sizes, const ConvGeometry& g,
                             const char* op) = nullptr;
 };
 

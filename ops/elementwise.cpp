@@ -35,7 +35,8 @@ Device common_device(std::initializer_list<Tensor> tensors, const char* op) {
 Tensor prepare_operand(const Tensor& t, DType dtype, const Shape& shape, Device device) {
   // Kernels only read the data: an operand that already fits is passed as is.
   if (t.dtype() == dtype && t.sizes() == shape && t.device() == device) return t;
-  Tensor x = detach(t);
+  // A Python number has no autograd state to drop (`x * 2` runs this on every call).
+  Tensor x = t.impl()->wrapped_number_ ? t : detach(t);
   if (x.device() != device) x = to_device(x, device);
   if (x.dtype() != dtype) x = to_dtype(x, dtype);
   if (x.sizes() != shape) x = expand(x, shape);

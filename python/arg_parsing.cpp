@@ -42,8 +42,9 @@ bool scalar_from_object(py::handle h, Scalar* out) {
 }
 
 bool try_tensor_arg(py::handle h, Tensor* out) {
-  if (py::isinstance<TensorImpl>(h)) {
-    *out = h.cast<Tensor>();
+  py::detail::make_caster<Tensor> tensor;
+  if (tensor.load(h, false)) {
+    *out = py::detail::cast_op<Tensor&&>(std::move(tensor));
     return true;
   }
   Scalar s;

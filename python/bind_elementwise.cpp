@@ -2,6 +2,8 @@
 // Python operators, generated from the op table in ops/op_table.h.
 #include <pybind11/stl.h>
 
+#include <string>
+
 #include "core/error.h"
 #include "core/promotion.h"
 #include "ops/autocast_policy.h"
@@ -20,19 +22,60 @@ namespace kiln::python {
 
 namespace {
 
-// `a <op> b` where either side may be a number; NotImplemented lets Python
-// raise its own TypeError for unsupported operand types.
-template <typename F>
-py::object binary_operator(const Tensor& self, py::handle other, F f) {
-  Tensor o;
-  if (!try_tensor_arg(other, &o)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-  return py::cast(f(self, o));
+// Note [Fast operators]
+// `a + b` is the most frequent call into kiln, so the Python operators skip
+// pybind11's generic dispatcher (argument vectors, overload loop, a bound
+// method object per call): each is a METH_FASTCALL method descriptor calling
+// Op::call directly. Either side may be a number; NotImplemented lets Python
+// try the reflected operator or raise its own TypeError. kiln errors reach
+// Python through pybind11's exception translators, as from any binding.
+template <typename Op>
+PyObject* fast_operator(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError, "expected 1 argument, got %zd", nargs);
+    return nullptr;
+  }
+  try {
+    Tensor a, b;
+    if (!try_tensor_arg(self, &a) || !try_tensor_arg(args[0], &b)) Py_RETURN_NOTIMPLEMENTED;
+    return py::cast(Op::call(a, b)).release().ptr();
+  } catch (...) {
+    py::detail::try_translate_exceptions();
+    return nullptr;
+  }
 }
 
+template <typename Op>
+void def_operator(TensorClass& cls, const char* name) {
+  // One definition per operator, alive as long as the type (for the process).
+  // The docstring is pybind11's signature line, which scripts/gen_stubs.py reads.
+  static const std::string doc =
+      std::string(name) + "(self: kiln._C.Tensor, arg0: object) -> object";
+  static PyMethodDef def{name, reinterpret_cast<PyCFunction>(
+                                   reinterpret_cast<void (*)()>(&fast_operator<Op>)),
+                         METH_FASTCALL, doc.c_str()};
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  py::object descr = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, &def));
+  if (!descr) throw py::error_already_set();
+  // Setting it through the type also fills the number slot (nb_add, ...).
+  cls.attr(name) = descr;
+}
+
+// `a <op> b` for operators that keep pybind11's path: __eq__/__ne__, whose
+// definition also decides the type's __hash__.
 template <typename F>
-void def_operator(TensorClass& cls, const char* name, F f) {
-  cls.def(name, [f](const Tensor& self, py::object other) { return binary_operator(self, other, f); },
-          py::is_operator());
+void def_slow_operator(TensorClass& cls, const char* name, F f) {
+  cls.def(name, [f](const Tensor& self, py::object other) -> py::object {
+    Tensor o;
+    if (!try_tensor_arg(other, &o)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    return py::cast(f(self, o));
+  }, py::is_operator());
+}
+
+Tensor reflected_div(const Tensor& a, const Tensor& b) {
+  // number / tensor is in autocast's float32 list (as rdiv); tensor / tensor is not.
+  if (auto ac = autocast_args("rdiv", {a})) return div(b, (*ac)[0]);
+  return div(b, a);
 }
 
 }  // namespace
@@ -214,49 +257,51 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
     return lerp(a, end, to_tensor_arg(w, "lerp", "weight"));
   }, py::arg("end"), py::arg("weight"));
 
-  // Python operators.
-  def_operator(cls, "__add__", [](const Tensor& a, const Tensor& b) { return add(a, b); });
-  def_operator(cls, "__radd__", [](const Tensor& a, const Tensor& b) { return add(b, a); });
-  def_operator(cls, "__iadd__", [](const Tensor& a, const Tensor& b) { return add_(a, b); });
-  def_operator(cls, "__sub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); });
-  def_operator(cls, "__rsub__", [](const Tensor& a, const Tensor& b) { return sub(b, a); });
-  def_operator(cls, "__isub__", [](const Tensor& a, const Tensor& b) { return sub_(a, b); });
-  def_operator(cls, "__mul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); });
-  def_operator(cls, "__rmul__", [](const Tensor& a, const Tensor& b) { return mul(b, a); });
-  def_operator(cls, "__imul__", [](const Tensor& a, const Tensor& b) { return mul_(a, b); });
-  def_operator(cls, "__truediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); });
-  def_operator(cls, "__rtruediv__", [](const Tensor& a, const Tensor& b) {
-    // number / tensor is in autocast's float32 list (as rdiv); tensor / tensor is not.
-    if (auto ac = autocast_args("rdiv", {a})) return div(b, (*ac)[0]);
-    return div(b, a);
-  });
-  def_operator(cls, "__itruediv__", [](const Tensor& a, const Tensor& b) { return div_(a, b); });
-  def_operator(cls, "__floordiv__", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); });
-  def_operator(cls, "__rfloordiv__", [](const Tensor& a, const Tensor& b) { return floor_divide(b, a); });
-  def_operator(cls, "__ifloordiv__", [](const Tensor& a, const Tensor& b) { return floor_divide_(a, b); });
-  def_operator(cls, "__mod__", [](const Tensor& a, const Tensor& b) { return remainder(a, b); });
-  def_operator(cls, "__rmod__", [](const Tensor& a, const Tensor& b) { return remainder(b, a); });
-  def_operator(cls, "__imod__", [](const Tensor& a, const Tensor& b) { return remainder_(a, b); });
-  def_operator(cls, "__pow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); });
-  def_operator(cls, "__rpow__", [](const Tensor& a, const Tensor& b) { return pow(b, a); });
-  def_operator(cls, "__ipow__", [](const Tensor& a, const Tensor& b) { return pow_(a, b); });
-  def_operator(cls, "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
-  def_operator(cls, "__rmatmul__", [](const Tensor& a, const Tensor& b) { return matmul(b, a); });
-  def_operator(cls, "__and__", [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); });
-  def_operator(cls, "__rand__", [](const Tensor& a, const Tensor& b) { return bitwise_and(b, a); });
-  def_operator(cls, "__iand__", [](const Tensor& a, const Tensor& b) { return bitwise_and_(a, b); });
-  def_operator(cls, "__or__", [](const Tensor& a, const Tensor& b) { return bitwise_or(a, b); });
-  def_operator(cls, "__ror__", [](const Tensor& a, const Tensor& b) { return bitwise_or(b, a); });
-  def_operator(cls, "__ior__", [](const Tensor& a, const Tensor& b) { return bitwise_or_(a, b); });
-  def_operator(cls, "__xor__", [](const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); });
-  def_operator(cls, "__rxor__", [](const Tensor& a, const Tensor& b) { return bitwise_xor(b, a); });
-  def_operator(cls, "__ixor__", [](const Tensor& a, const Tensor& b) { return bitwise_xor_(a, b); });
-  def_operator(cls, "__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); });
-  def_operator(cls, "__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); });
-  def_operator(cls, "__lt__", [](const Tensor& a, const Tensor& b) { return lt(a, b); });
-  def_operator(cls, "__le__", [](const Tensor& a, const Tensor& b) { return le(a, b); });
-  def_operator(cls, "__gt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); });
-  def_operator(cls, "__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); });
+  // Python operators (Note [Fast operators]).
+#define KILN_OPERATOR(name, expr)                                  \
+  struct Op##name {                                                \
+    static Tensor call(const Tensor& a, const Tensor& b) { return expr; } \
+  };                                                               \
+  def_operator<Op##name>(cls, #name)
+  KILN_OPERATOR(__add__, add(a, b));
+  KILN_OPERATOR(__radd__, add(b, a));
+  KILN_OPERATOR(__iadd__, add_(a, b));
+  KILN_OPERATOR(__sub__, sub(a, b));
+  KILN_OPERATOR(__rsub__, sub(b, a));
+  KILN_OPERATOR(__isub__, sub_(a, b));
+  KILN_OPERATOR(__mul__, mul(a, b));
+  KILN_OPERATOR(__rmul__, mul(b, a));
+  KILN_OPERATOR(__imul__, mul_(a, b));
+  KILN_OPERATOR(__truediv__, div(a, b));
+  KILN_OPERATOR(__rtruediv__, reflected_div(a, b));
+  KILN_OPERATOR(__itruediv__, div_(a, b));
+  KILN_OPERATOR(__floordiv__, floor_divide(a, b));
+  KILN_OPERATOR(__rfloordiv__, floor_divide(b, a));
+  KILN_OPERATOR(__ifloordiv__, floor_divide_(a, b));
+  KILN_OPERATOR(__mod__, remainder(a, b));
+  KILN_OPERATOR(__rmod__, remainder(b, a));
+  KILN_OPERATOR(__imod__, remainder_(a, b));
+  KILN_OPERATOR(__pow__, pow(a, b));
+  KILN_OPERATOR(__rpow__, pow(b, a));
+  KILN_OPERATOR(__ipow__, pow_(a, b));
+  KILN_OPERATOR(__matmul__, matmul(a, b));
+  KILN_OPERATOR(__rmatmul__, matmul(b, a));
+  KILN_OPERATOR(__and__, bitwise_and(a, b));
+  KILN_OPERATOR(__rand__, bitwise_and(b, a));
+  KILN_OPERATOR(__iand__, bitwise_and_(a, b));
+  KILN_OPERATOR(__or__, bitwise_or(a, b));
+  KILN_OPERATOR(__ror__, bitwise_or(b, a));
+  KILN_OPERATOR(__ior__, bitwise_or_(a, b));
+  KILN_OPERATOR(__xor__, bitwise_xor(a, b));
+  KILN_OPERATOR(__rxor__, bitwise_xor(b, a));
+  KILN_OPERATOR(__ixor__, bitwise_xor_(a, b));
+  def_slow_operator(cls, "__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); });
+  def_slow_operator(cls, "__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); });
+  KILN_OPERATOR(__lt__, lt(a, b));
+  KILN_OPERATOR(__le__, le(a, b));
+  KILN_OPERATOR(__gt__, gt(a, b));
+  KILN_OPERATOR(__ge__, ge(a, b));
+#undef KILN_OPERATOR
   cls.def("__neg__", [](const Tensor& a) { return neg(a); });
   cls.def("__pos__", [](const Tensor& a) { return a; });
   cls.def("__abs__", [](const Tensor& a) { return abs(a); });

@@ -38,6 +38,7 @@ PYBIND11_MODULE(_C, m) {
   init_dtype_device(m);
   // Tensor is kiln::TensorImpl itself (see Note [Python Tensor identity]).
   TensorClass cls(m, "Tensor", py::dynamic_attr());
+  tensor_type_info_slot() = py::detail::get_type_info(typeid(kiln::TensorImpl), true);
   init_tensor(m, cls);
   init_creation(m, cls);
   init_elementwise(m, cls);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -26,23 +27,46 @@ bool device_from_object(pybind11::handle h, Device* out);
 // Python bool/int/float (and NumPy scalars, 1-element tensors) as a Scalar.
 bool scalar_from_object(pybind11::handle h, Scalar* out);
 
+// kiln.Tensor's pybind11 type record, set once by PYBIND11_MODULE right after
+// the class is created (before any Tensor crosses the binding).
+inline pybind11::detail::type_info*& tensor_type_info_slot() {
+  static pybind11::detail::type_info* info = nullptr;
+  return info;
+}
+inline const pybind11::detail::type_info* tensor_type_info() { return tensor_type_info_slot(); }
+
 }  // namespace kiln::python
 
 namespace pybind11::detail {
 
+// Tensors cross the binding on every op, so the caster goes straight to the
+// instance's holder through the Tensor class's type_info, cached once the class
+// is registered, instead of pybind11's generic per-call type lookups.
 template <>
 struct type_caster<kiln::Tensor> {
   PYBIND11_TYPE_CASTER(kiln::Tensor, const_name("Tensor"));
   bool load(handle src, bool) {
-    if (!isinstance<kiln::TensorImpl>(src)) return false;
-    value = kiln::Tensor(pybind11::cast<std::shared_ptr<kiln::TensorImpl>>(src));
+    const type_info* ti = kiln::python::tensor_type_info();
+    PyTypeObject* type = Py_TYPE(src.ptr());
+    if (type != ti->type && !PyType_IsSubtype(type, ti->type)) return false;
+    value_and_holder vh =
+        reinterpret_cast<instance*>(src.ptr())->get_value_and_holder(ti, false);
+    if (!vh.inst || !vh.holder_constructed()) return false;
+    value = kiln::Tensor(vh.holder<std::shared_ptr<kiln::TensorImpl>>());
     return true;
   }
+  // Returns the impl's existing Python object when it has one (Note [Python Tensor identity]).
   static handle cast(const kiln::Tensor& t, return_value_policy, handle) {
     if (!t.defined()) return none().release();
-    return pybind11::cast(t.impl_ptr()).release();
+    const std::shared_ptr<kiln::TensorImpl>& holder = t.impl_ptr();
+    return type_caster_generic::cast(holder.get(), return_value_policy::take_ownership, handle(),
+                                     kiln::python::tensor_type_info(), nullptr, nullptr, &holder);
   }
 };
+
+// Shapes cross as lists of ints, as std::vector<int64_t> does.
+template <>
+struct type_caster<kiln::Shape> : list_caster<kiln::Shape, int64_t> {};
 
 template <>
 struct type_caster<kiln::DType> {

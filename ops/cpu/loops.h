@@ -24,26 +24,25 @@ void strided_for_each(const Shape& shape, std::array<char*, N> ptrs,
   std::array<int64_t, N> scale;
   for (size_t k = 0; k < N; ++k) scale[k] = static_cast<int64_t>(itemsizes[k]);
   const CoalescedDims<N> dims = coalesce_dims<N>(shape, strides, scale);  // byte strides
-  const std::vector<int64_t>& sizes = dims.sizes;
-  const auto& st = dims.strides;
+  const Shape& sizes = dims.sizes;
   std::array<int64_t, N> inner_strides{};
   if (sizes.empty()) {
     inner(ptrs.data(), inner_strides.data(), int64_t(1));
     return;
   }
   const size_t nd = sizes.size();
-  inner_strides = st[nd - 1];
+  std::copy(dims.strides(nd - 1), dims.strides(nd - 1) + N, inner_strides.begin());
   const int64_t n = sizes[nd - 1];
-  std::vector<int64_t> counter(nd, 0);
+  Shape counter(nd, 0);
   while (true) {
     inner(ptrs.data(), inner_strides.data(), n);
     // Advance the outer dims like an odometer.
     size_t d = nd - 1;
     while (d-- > 0) {
       ++counter[d];
-      for (size_t k = 0; k < N; ++k) ptrs[k] += st[d][k];
+      for (size_t k = 0; k < N; ++k) ptrs[k] += dims.strides(d)[k];
       if (counter[d] < sizes[d]) break;
-      for (size_t k = 0; k < N; ++k) ptrs[k] -= st[d][k] * sizes[d];
+      for (size_t k = 0; k < N; ++k) ptrs[k] -= dims.strides(d)[k] * sizes[d];
       counter[d] = 0;
       if (d == 0) return;
     }

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/shape.h"
@@ -134,6 +136,65 @@ TEST(ComputeViewStrides, EmptyAndScalar) {
   EXPECT_TRUE(ok);
   EXPECT_EQ(view_strides({}, {}, {1, 1}, &ok), (Shape{1, 1}));
   EXPECT_TRUE(ok);
+}
+
+// The Shape container: inline up to Shape::kInline dims, on the heap beyond.
+TEST(ShapeVector, GrowsPastInlineStorageAndKeepsValues) {
+  Shape s;
+  for (int64_t i = 0; i < 12; ++i) s.push_back(i * 10);
+  ASSERT_EQ(s.size(), 12u);
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(s[i], i * 10);
+  EXPECT_EQ(s.back(), 110);
+  EXPECT_EQ(s.front(), 0);
+  Shape copy = s;
+  Shape moved = std::move(copy);
+  EXPECT_EQ(moved, s);
+  EXPECT_TRUE(copy.empty());
+}
+
+TEST(ShapeVector, MovesInlineAndHeapShapes) {
+  for (size_t n : {size_t{3}, size_t{8}}) {
+    Shape a(n, 7);
+    Shape b;
+    b = std::move(a);
+    EXPECT_EQ(b, Shape(n, 7));
+    a = b;  // reusable after a move
+    EXPECT_EQ(a, b);
+    a[0] = 1;
+    EXPECT_NE(a, b);
+  }
+}
+
+TEST(ShapeVector, InsertEraseAssignResize) {
+  Shape s{2, 3, 4};
+  s.insert(s.begin(), 1);
+  s.insert(s.end(), {5, 6, 7});
+  EXPECT_EQ(s, Shape({1, 2, 3, 4, 5, 6, 7}));
+  s.insert(s.begin() + 1, s.begin() + 4, s.end());  // a range of itself
+  EXPECT_EQ(s, Shape({1, 5, 6, 7, 2, 3, 4, 5, 6, 7}));
+  s.erase(s.begin() + 1, s.begin() + 4);
+  s.erase(s.begin());
+  EXPECT_EQ(s, Shape({2, 3, 4, 5, 6, 7}));
+  s.resize(2);
+  s.resize(4, 9);
+  EXPECT_EQ(s, Shape({2, 3, 9, 9}));
+  s.assign(3, 1);
+  EXPECT_EQ(s, Shape({1, 1, 1}));
+  s.pop_back();
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_EQ(std::vector<int64_t>(s.rbegin(), s.rend()), std::vector<int64_t>({1, 1}));
+}
+
+TEST(ShapeVector, ConvertsToAndFromStdVector) {
+  const std::vector<int64_t> v{4, 5, 6, 7, 8, 9};
+  Shape s = v;
+  EXPECT_EQ(s.size(), v.size());
+  std::vector<int64_t> back = s;
+  EXPECT_EQ(back, v);
+  EXPECT_EQ(s, Shape(v.begin(), v.end()));
+  EXPECT_TRUE(Shape({1, 2}) < Shape({1, 3}));
+  EXPECT_EQ(str_cat(Shape{2, 3}), "[2, 3]");
+  EXPECT_EQ(str_cat(Shape{}), "[]");
 }
 
 }  // namespace

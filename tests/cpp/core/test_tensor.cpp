@@ -198,5 +198,31 @@ TEST(Tensor, SetGradChecksShapeAndDtype) {
   EXPECT_FALSE(x.grad().defined());
 }
 
+// Note [One allocation per CPU storage]: the data shares the storage's block.
+TEST(Tensor, CpuStorageDataIsAlignedAndLivesWithTheStorage) {
+  for (int64_t n : {0, 1, 3, 1000}) {
+    Storage storage;
+    {
+      Tensor t = iota({n});
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % 64, 0u) << n;
+      EXPECT_EQ(t.storage()->nbytes, static_cast<size_t>(n) * sizeof(double));
+      storage = t.storage();
+    }
+    // The tensor is gone; the storage alone still holds the values.
+    const double* p = static_cast<const double*>(storage->data.get());
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(p[i], static_cast<double>(i));
+  }
+}
+
+// Geometry beyond Shape's inline capacity is heap-allocated and behaves the same.
+TEST(Tensor, ManyDims) {
+  Tensor t = iota({1, 2, 1, 2, 1, 2, 1, 2});
+  EXPECT_EQ(t.dim(), 8);
+  EXPECT_EQ(t.strides(), (Shape{16, 8, 8, 4, 4, 2, 2, 1}));
+  Tensor u = add(t, t);
+  EXPECT_EQ(u.sizes(), t.sizes());
+  EXPECT_EQ(at(u, {0, 1, 0, 1, 0, 1, 0, 1}), 30.0);
+}
+
 }  // namespace
 }  // namespace kiln
