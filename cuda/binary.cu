@@ -207,14 +207,21 @@ void launch_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f, con
   const Tensor& sb = b.device().is_cpu() ? out : b;
   const OffsetCalc<3> calc = make_offset_calc<3>(out.sizes(), {&out, &sa, &sb}, name);
   Out* o = static_cast<Out*>(out.data_ptr());
-  const In<T> x = operand<T>(a), y = operand<T>(b);
+  In<T> x = operand<T>(a), y = operand<T>(b);
   if (!calc.contiguous) {
-    binary_strided_kernel<T, Out><<<grid_for(n), kThreads, 0, stream>>>(n, calc, o, x, y, f);
-    return;
+    // A contiguous output whose operands are contiguous or a repeated contiguous block
+    // (x + bias) still takes the flat, vectorized path.
+    const int64_t pa = x.ptr ? flat_period(a) : n, pb = y.ptr ? flat_period(b) : n;
+    if (!out.is_contiguous() || pa == 0 || pb == 0) {
+      binary_strided_kernel<T, Out><<<grid_for(n), kThreads, 0, stream>>>(n, calc, o, x, y, f);
+      return;
+    }
+    x.period = pa == n ? 0 : pa;
+    y.period = pb == n ? 0 : pb;
   }
   constexpr int V = kVectorBytes / sizeof(T);
   if (is_aligned(o, sizeof(Out) * V) && is_aligned(x.ptr, sizeof(T) * V) &&
-      is_aligned(y.ptr, sizeof(T) * V)) {
+      is_aligned(y.ptr, sizeof(T) * V) && x.period % V == 0 && y.period % V == 0) {
     binary_flat_kernel<V, T, Out><<<flat_grid(n, V), kThreads, 0, stream>>>(n, o, x, y, f);
   } else {
     binary_flat_kernel<1, T, Out><<<flat_grid(n, 1), kThreads, 0, stream>>>(n, o, x, y, f);

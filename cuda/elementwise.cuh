@@ -94,12 +94,18 @@ struct In {
   // In the accumulation type: a Python number meeting a half tensor keeps
   // float precision (Note [Reduced-precision scalar operands], ops/elementwise.cpp).
   A value{};
-  __device__ A at(int64_t offset) const { return ptr ? static_cast<A>(ptr[offset]) : value; }
+  // Non-zero: element i is ptr[i % period], a contiguous block repeated along
+  // broadcast leading dims (a bias added to every row).
+  int64_t period = 0;
+  __device__ A at(int64_t offset) const {
+    return ptr ? static_cast<A>(ptr[period ? offset % period : offset]) : value;
+  }
   template <int V>
   __device__ Pack<A, V> pack(int64_t p) const {
     Pack<A, V> r;
     if (ptr) {
-      const Pack<T, V> raw = reinterpret_cast<const Pack<T, V>*>(ptr)[p];
+      const int64_t first = period ? (p * V) % period : p * V;  // period % V == 0
+      const Pack<T, V> raw = *reinterpret_cast<const Pack<T, V>*>(ptr + first);
 #pragma unroll
       for (int k = 0; k < V; ++k) r.v[k] = static_cast<A>(raw.v[k]);
     } else {
@@ -109,6 +115,21 @@ struct In {
     return r;
   }
 };
+
+// The period of `t` read as a flat operand of the contiguous `out` (same
+// shape): t's numel when t is contiguous, the size of its contiguous trailing
+// block when its leading dims are broadcast (stride 0), and 0 when neither.
+inline int64_t flat_period(const Tensor& t) {
+  if (t.is_contiguous()) return t.numel();
+  int64_t expected = 1, d = t.dim() - 1;
+  for (; d >= 0 && t.stride(d) != 0; --d) {
+    if (t.size(d) != 1 && t.stride(d) != expected) return 0;
+    expected *= t.size(d);
+  }
+  for (; d >= 0; --d)
+    if (t.size(d) != 1 && t.stride(d) != 0) return 0;
+  return expected;
+}
 
 inline bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;  // null (a scalar operand) passes

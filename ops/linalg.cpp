@@ -34,6 +34,11 @@ Tensor gemm_ready(const Tensor& t) {
   return contiguous(t);
 }
 
+// Whether t's matrices are stored column by column (a transposed view).
+bool column_major(const Tensor& t) {
+  return t.size(1) > 1 && t.size(2) > 1 && t.stride(1) == 1 && t.stride(2) != 1;
+}
+
 }  // namespace
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
@@ -54,9 +59,21 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     }
   }
   if (needs_grad({a, b})) {
+    // Each gradient is computed only when its input needs one, and laid out like that input:
+    // the gradient of a transposed view (linear's weight.t()) comes out transposed, so the
+    // view's own backward hands the weight a contiguous gradient with no copy (cuBLAS reads
+    // either layout for free).
+    const bool a_t = column_major(a), b_t = column_major(b);
     SavedTensor sa(a), sb(b);
-    record("bmm", {a, b}, {out}, [sa, sb](const Grads& g, Node&) -> Grads {
-      return {bmm(g[0], mT(sb.unpack())), bmm(mT(sa.unpack()), g[0])};
+    record("bmm", {a, b}, {out}, [sa, sb, a_t, b_t](const Grads& g, Node& self) -> Grads {
+      Tensor ga, gb;
+      if (self.next_edges[0].valid()) {
+        ga = a_t ? mT(bmm(sb.unpack(), mT(g[0]))) : bmm(g[0], mT(sb.unpack()));
+      }
+      if (self.next_edges[1].valid()) {
+        gb = b_t ? mT(bmm(mT(g[0]), sa.unpack())) : bmm(mT(sa.unpack()), g[0]);
+      }
+      return {ga, gb};
     });
   }
   return out;

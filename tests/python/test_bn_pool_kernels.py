@@ -182,8 +182,10 @@ def test_pooling_channels_last_matches_contiguous(dtype):
     for op in ops:
         a, b = op(xc), op(xl)
         assert is_channels_last(b[0])
+        # Sums (averages) may add in another order per layout: a float32 rounding apart.
+        tol = {kiln.float64: 1e-12, kiln.float32: 1e-6, kiln.float16: 2e-3, kiln.bfloat16: 1e-2}[dtype]
         for u, v in zip(a, b):
-            assert_close(v.float(), u.float().detach().numpy(), atol=0, rtol=0)
+            assert_close(v.float(), u.float().detach().numpy(), atol=tol, rtol=tol)
         g = rand(*a[0].shape)
         xc.grad = xl.grad = None
         a[0].backward(to_kiln(g, dtype=dtype))
