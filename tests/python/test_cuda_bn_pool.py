@@ -234,13 +234,13 @@ def test_pooling_matches_torch(device, cl, name):
             close_torch(k, t, "float32")
     g = rand(*tres[0].shape)
     (kg,) = kiln.autograd.grad(kres[0], [kx], make(g, kiln.float32, device))
-    # The upstream gradient in the output's memory format: PyTorch 2.11's CUDA channels-last
-    # average pooling backward disagrees with its CPU result for an NCHW upstream gradient
-    # (kiln's CUDA and CPU kernels agree with each other and with PyTorch's CPU either way).
-    tgo = torch.tensor(g, dtype=torch.float32, device=device)
-    if cl:
-        tgo = tgo.contiguous(memory_format=torch.channels_last)
-    (tg,) = torch.autograd.grad(tres[0], [tx], tgo)
+    # PyTorch 2.11's CUDA channels-last average-pooling backward is wrong with padding > 0
+    # (pytorch/pytorch#188344, fixed after 2.11): there its CPU result is the reference.
+    if device == "cuda" and cl and name.startswith("avg"):
+        _, tx = torch_pair(x, "float32", "cpu", torch, cl)
+        tres = tfn(tx)
+    (tg,) = torch.autograd.grad(tres[0], [tx], torch.tensor(g, dtype=torch.float32,
+                                                            device=tx.device))
     close_torch(kg, tg, "float32")
 
 
