@@ -50,8 +50,12 @@ __global__ void max_pool2d_backward_kernel(T* grad_in, const T* grad_out, const 
   KILN_GRID_STRIDE(i, total) {
     int64_t n, c, h, w;
     unflatten_index<I>(i, p.C, p.H, p.W, p.channels_last, n, c, h, w);
-    const OutRange rh = max_outputs_of(h, p.OH, p.kh, p.sh, p.ph, p.dh);
-    const OutRange rw = max_outputs_of(w, p.OW, p.kw, p.sw, p.pw, p.dw);
+    const OutRange rh = max_outputs_of<I>(static_cast<I>(h), static_cast<I>(p.OH),
+                                          static_cast<I>(p.kh), static_cast<I>(p.sh),
+                                          static_cast<I>(p.ph), static_cast<I>(p.dh));
+    const OutRange rw = max_outputs_of<I>(static_cast<I>(w), static_cast<I>(p.OW),
+                                          static_cast<I>(p.kw), static_cast<I>(p.sw),
+                                          static_cast<I>(p.pw), static_cast<I>(p.dw));
     const int64_t self = h * p.W + w;
     A s = 0;
     for (int64_t oh = rh.first; oh <= rh.last; ++oh) {

@@ -103,13 +103,14 @@ KILN_POOL_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t
   return {first, last};
 }
 
-// Max pooling windows span (k - 1) * d + 1 positions.
-KILN_POOL_HD OutRange max_outputs_of(int64_t i, int64_t out, int64_t k, int64_t s, int64_t p,
-                                     int64_t d) {
-  const int64_t span = (k - 1) * d;
-  const int64_t first = i + p < span ? 0 : (i + p - span + s - 1) / s;
-  const int64_t last = (i + p) / s < out - 1 ? (i + p) / s : out - 1;
-  return {first, last};
+// Max pooling windows span (k - 1) * d + 1 positions. I is the arithmetic type: the CUDA
+// backward uses 32 bits when every index fits (its two divisions dominate the kernel in 64).
+template <typename I = int64_t>
+KILN_POOL_HD OutRange max_outputs_of(I i, I out, I k, I s, I p, I d) {
+  const I span = (k - 1) * d;
+  const I first = i + p < span ? I(0) : (i + p - span + s - 1) / s;
+  const I last = (i + p) / s < out - 1 ? (i + p) / s : out - 1;
+  return {static_cast<int64_t>(first), static_cast<int64_t>(last)};
 }
 
 }  // namespace kiln
