@@ -32,6 +32,7 @@
 #include "ops/conv_backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/memory_format.h"
 #include "ops/index.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
@@ -442,6 +443,13 @@ Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const 
   return y;
 }
 
+// The composition computes NCHW; a channels-last input or weight gets a
+// channels-last result, as the cuDNN path (and PyTorch) gives.
+Tensor keep_layout(const Tensor& y, const Tensor& x, const Tensor& weight) {
+  if (!(channels_last(x) || channels_last(weight))) return y;
+  return contiguous(y, y.dim() == 5 ? MemoryFormat::ChannelsLast3d : MemoryFormat::ChannelsLast);
+}
+
 Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                  const Dims& stride, const Dims& lo, const Dims& hi, const Dims& dilation,
                  int64_t groups, const char* op) {
@@ -488,7 +496,7 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
                                   stride, lo, hi, dilation, G, op);
            });
   }
-  y = add_bias(y, bias);
+  y = add_bias(keep_layout(y, x, weight), bias);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }
 
@@ -612,7 +620,7 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
                                             k, blocks, stride, padding, hi, dilation, G, op);
            });
   }
-  y = add_bias(y, bias);
+  y = add_bias(keep_layout(y, x, weight), bias);
   return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
 }
 

@@ -9,6 +9,7 @@
 #include "ops/backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/memory_format.h"
 #include "ops/view.h"
 
 namespace kiln {
@@ -102,10 +103,61 @@ DType result_dtype(UnaryOp op, DType compute) {
 }
 }  // namespace
 
+// Note [Layout-preserving elementwise]
+// An elementwise op on a channels-last tensor answers in channels-last, as
+// PyTorch's do, so conv -> batch norm -> relu -> conv stays in the layout the
+// cuDNN/batch-norm/pooling kernels read without copies. The kernel runs on
+// the operands permuted into memory order ([N, H, W, C]), where the output is
+// plain contiguous and a channels-last operand is flat; the result is the
+// output permuted back. Contiguous inputs (the common case) skip all of it.
+namespace {
+
+// The format the output of an op on these operands takes: that of the first
+// operand with the output's shape that is contiguous or channels-last (as
+// PyTorch's TensorIterator, whose first input's strides order the output).
+MemoryFormat output_format(std::initializer_list<const Tensor*> operands, const Shape& shape) {
+  for (const Tensor* t : operands) {
+    if (t->sizes() != shape) continue;
+    if (t->is_contiguous()) return MemoryFormat::Contiguous;
+    const MemoryFormat f = suggest_memory_format(*t);
+    if (f != MemoryFormat::Contiguous) return f;
+  }
+  return MemoryFormat::Contiguous;
+}
+
+// The memory-order result out_m as a plain (non-view) tensor of the logical
+// shape: same storage, dims put back by the inverse of `order`.
+Tensor from_memory_order(const Tensor& out_m, const std::vector<int64_t>& order) {
+  const std::vector<int64_t> inverse = inverse_permutation(order);
+  Shape sizes, strides;
+  for (int64_t d : inverse) {
+    sizes.push_back(out_m.size(d));
+    strides.push_back(out_m.stride(d));
+  }
+  return make_tensor_from_storage(out_m.storage(), sizes, strides, out_m.storage_offset(),
+                                  out_m.dtype());
+}
+
+// t viewed in memory order for format f; operands of another rank (CPU scalars) pass as they are.
+Tensor in_memory_order(const Tensor& t, const std::vector<int64_t>& order) {
+  if (t.dim() != static_cast<int64_t>(order.size())) return t;
+  return permute(detach(t), order);
+}
+
+}  // namespace
+
 Tensor unary_compute(UnaryOp op, const Tensor& x, const UnaryParams& p) {
   const char* name = op_name(op);
   DType ct = unary_compute_dtype(op, x.dtype());
   Tensor in = prepare_operand(x, ct, x.sizes(), x.device());
+  const MemoryFormat f = output_format({&in}, in.sizes());
+  if (f != MemoryFormat::Contiguous) {
+    const std::vector<int64_t> order = memory_order(f, in.dim());
+    Tensor in_m = in_memory_order(in, order);
+    Tensor out_m = make_tensor(in_m.sizes(), result_dtype(op, ct), x.device());
+    require_kernel(backend(x.device()).unary, name, x.device())(op, out_m, in_m, p);
+    return from_memory_order(out_m, order);
+  }
   Tensor out = make_tensor(x.sizes(), result_dtype(op, ct), x.device());
   require_kernel(backend(out.device()).unary, name, out.device())(op, out, in, p);
   return out;
@@ -118,6 +170,16 @@ Tensor binary_compute(BinaryOp op, const Tensor& a, const Tensor& b) {
   DType ct = binary_compute_dtype(op, a, b);
   Tensor x = prepare_binary_operand(op, a, ct, shape, dev);
   Tensor y = prepare_binary_operand(op, b, ct, shape, dev);
+  const MemoryFormat f = output_format({&a, &b}, shape);
+  if (f != MemoryFormat::Contiguous) {
+    const std::vector<int64_t> order = memory_order(f, static_cast<int64_t>(shape.size()));
+    Tensor x_m = in_memory_order(x, order), y_m = in_memory_order(y, order);
+    Shape shape_m;
+    for (int64_t d : order) shape_m.push_back(shape[static_cast<size_t>(d)]);
+    Tensor out_m = make_tensor(shape_m, result_dtype(op, ct), dev);
+    require_kernel(backend(dev).binary, name, dev)(op, out_m, x_m, y_m);
+    return from_memory_order(out_m, order);
+  }
   Tensor out = make_tensor(shape, result_dtype(op, ct), dev);
   require_kernel(backend(dev).binary, name, dev)(op, out, x, y);
   return out;

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/storage.h"
 #include "ops/copy.h"
+#include "ops/memory_format.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
 #include "python/convert.h"
@@ -23,6 +24,7 @@ Tensor tensor_to(const Tensor& self, const py::args& args, const py::kwargs& kwa
   std::optional<DType> dtype;
   std::optional<Device> device;
   bool copy = false, non_blocking = false;
+  MemoryFormat memory_format = MemoryFormat::Preserve;
   for (py::handle a : args) {
     DType dt;
     Device dev;
@@ -47,19 +49,36 @@ Tensor tensor_to(const Tensor& self, const py::args& args, const py::kwargs& kwa
     else if (key == "device") device = parse_device(kv.second, "to");
     else if (key == "copy") copy = kv.second.cast<bool>();
     else if (key == "non_blocking") non_blocking = kv.second.cast<bool>();
-    else if (key == "memory_format") continue;
+    else if (key == "memory_format") memory_format = kv.second.cast<MemoryFormat>();
     else fail(ErrorKind::Type, "[to] got an unexpected keyword argument '", key, "'");
   }
   Tensor out = self;
   if (device && *device != out.device()) out = to_device(out, *device, non_blocking);
   else if (copy && !(dtype && *dtype != out.dtype())) out = clone(out);
   if (dtype) out = to_dtype(out, *dtype);
+  if (memory_format != MemoryFormat::Preserve) {
+    out = contiguous(out, memory_format, "to");
+  } else if (!out.is_same(self)) {
+    // A converted copy keeps the source's layout, as in PyTorch.
+    const MemoryFormat f = suggest_memory_format(self);
+    if (f != MemoryFormat::Contiguous) out = contiguous(out, f, "to");
+  }
   return out;
 }
 
 }  // namespace
 
 void init_tensor(py::module_& m, TensorClass& cls) {
+  // kiln.memory_format and its four values, spelled as in PyTorch.
+  py::enum_<MemoryFormat> formats(m, "memory_format");
+  for (MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast,
+                         MemoryFormat::ChannelsLast3d, MemoryFormat::Preserve}) {
+    formats.value(memory_format_name(f), f);
+    m.attr(memory_format_name(f)) = f;
+  }
+  formats.attr("__repr__") = py::cpp_function(
+      [](MemoryFormat f) { return std::string("kiln.") + memory_format_name(f); },
+      py::is_method(formats));
   cls.def(py::init([](py::object data) {
             if (data.is_none()) return tensor_from_data(py::list(), DType::Float32, "Tensor").impl_ptr();
             // kiln.Tensor(data) makes float32, like torch.Tensor; Tensor(t) aliases t.
@@ -95,11 +114,14 @@ void init_tensor(py::module_& m, TensorClass& cls) {
       .def("element_size", [](const Tensor& t) { return t.itemsize(); })
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
-      .def("is_contiguous", [](const Tensor& t, py::kwargs) { return t.is_contiguous(); })
+      .def("is_contiguous", [](const Tensor& t, MemoryFormat f) { return is_contiguous(t, f); },
+           py::arg("memory_format") = MemoryFormat::Contiguous)
       .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
       .def("get_device", [](const Tensor& t) { return t.device().is_cpu() ? -1 : int(t.device().index); })
-      .def("contiguous", [](const Tensor& t, py::kwargs) { return contiguous(t); })
-      .def("clone", [](const Tensor& t, py::kwargs) { return clone(t); })
+      .def("contiguous", [](const Tensor& t, MemoryFormat f) { return contiguous(t, f); },
+           py::arg("memory_format") = MemoryFormat::Contiguous)
+      .def("clone", [](const Tensor& t, MemoryFormat f) { return clone(t, f); },
+           py::arg("memory_format") = MemoryFormat::Preserve)
       .def("detach", [](const Tensor& t) { return detach(t); })
       .def("copy_", [](const Tensor& self, py::object src, bool) {
              return copy_(self, to_tensor_arg(src, "copy_", "src"));
@@ -167,7 +189,8 @@ void init_tensor(py::module_& m, TensorClass& cls) {
         },
         py::arg("data"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def("is_tensor", [](py::handle h) { return py::isinstance<TensorImpl>(h); });
-  m.def("clone", [](const Tensor& t, py::kwargs) { return clone(t); }, py::arg("input"));
+  m.def("clone", [](const Tensor& t, MemoryFormat f) { return clone(t, f); }, py::arg("input"),
+        py::kw_only(), py::arg("memory_format") = MemoryFormat::Preserve);
   m.def("detach", [](const Tensor& t) { return detach(t); }, py::arg("input"));
 
   // Tensor.float(), .long(), ...: the input itself when it already has the dtype.

@@ -54,12 +54,13 @@ def _addindent(text, spaces):
 
 
 def _parse_to(args, kwargs):
-    """Module.to's arguments -> (device, dtype, non_blocking), as Tensor.to accepts them."""
+    """Module.to's arguments -> (device, dtype, non_blocking, memory_format), as Tensor.to
+    accepts them."""
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     non_blocking = kwargs.pop("non_blocking", False)
     kwargs.pop("copy", None)
-    kwargs.pop("memory_format", None)
+    memory_format = kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"[Module.to] unexpected keyword arguments {sorted(kwargs)}")
     args = list(args)
@@ -79,7 +80,7 @@ def _parse_to(args, kwargs):
     if dtype is not None and not dtype.is_floating_point:
         raise TypeError(f"[Module.to] nn.Module.to only accepts floating point dtypes, but got "
                         f"desired dtype={dtype}")
-    return device, dtype, non_blocking
+    return device, dtype, non_blocking, memory_format
 
 
 def _forward_unimplemented(self, *args, **kwargs):
@@ -448,15 +449,22 @@ class Module:
     def to(self, *args, **kwargs):
         """to(device), to(dtype), to(tensor), to(device, dtype); dtype casts apply only to
         floating-point parameters and buffers."""
-        device, dtype, non_blocking = _parse_to(args, kwargs)
+        device, dtype, non_blocking, memory_format = _parse_to(args, kwargs)
         float_kwargs = {"non_blocking": non_blocking}
         if device is not None:
             float_kwargs["device"] = device
         other_kwargs = dict(float_kwargs)
         if dtype is not None:
             float_kwargs["dtype"] = dtype
-        return self._apply(
-            lambda t: t.to(**(float_kwargs if t.is_floating_point() else other_kwargs)))
+
+        def convert(t):
+            kw = float_kwargs if t.is_floating_point() else other_kwargs
+            # As in PyTorch, a memory format applies to the 4-d / 5-d parameters (conv weights).
+            if memory_format is not None and t.dim() in (4, 5):
+                kw = dict(kw, memory_format=memory_format)
+            return t.to(**kw)
+
+        return self._apply(convert)
 
     def cuda(self, device=None):
         return self._apply(lambda t: t.cuda(device))
