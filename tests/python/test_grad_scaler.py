@@ -237,6 +237,35 @@ def test_foreach_unscale_op():
         op(grads, found, kiln.tensor(1.0).double())
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_gpu)])
+@pytest.mark.parametrize("poison_at", [None, "small", "straddling", "strided"])
+def test_foreach_unscale_many_tensors(device, poison_at):
+    # 70 gradients (more than one CUDA launch holds), mixed dtypes, one of 2**24 + 2**22 + 5
+    # elements whose chunks straddle two launches, and a transposed (non-contiguous) one.
+    rng = np.random.default_rng(0)
+    sizes = [int(n) for n in rng.integers(1, 5000, size=66)] + [2**24 + 2**22 + 5, 3, 1]
+    grads = []
+    for i, n in enumerate(sizes):
+        dtype = [kiln.float32, kiln.float16, kiln.bfloat16, kiln.float64][i % 4]
+        grads.append(kiln.full((n,), 4.0, dtype=dtype, device=device))
+    grads.append(kiln.full((3, 5), 4.0, device=device).t())
+    if poison_at == "small":
+        grads[5][-1] = float("inf")
+    elif poison_at == "straddling":
+        grads[66][2**24 + 2**22 + 4] = float("nan")  # the very last element
+    elif poison_at == "strided":
+        grads[-1][4, 2] = float("-inf")
+    found = kiln.zeros((), device=device)
+    kiln._C._amp_foreach_non_finite_check_and_unscale_(grads, found,
+                                                       kiln.tensor(0.25, device=device))
+    assert found.item() == (0.0 if poison_at is None else 1.0)
+    for i, g in enumerate(grads):
+        finite = g[kiln.isfinite(g)].float()
+        assert finite.numel() >= g.numel() - 1
+        assert (finite == 1.0).all().item(), (i, g.dtype, g.shape)
+    assert not grads[-1].is_contiguous()  # unscaled in place through its copy
+
+
 def test_update_scale_op():
     scale, tracker = kiln.tensor(4.0), kiln.zeros((), dtype=kiln.int32)
     up = kiln._C._amp_update_scale_
