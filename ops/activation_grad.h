@@ -15,11 +15,6 @@
 
 namespace kiln::activation_grad {
 
-// Whether op is one of KILN_BINARY_GRAD_OPS.
-KILN_ACT_HD bool is_grad_op(BinaryOp op) {
-  return op >= BinaryOp::gelu_backward && op <= BinaryOp::relu_backward;
-}
-
 // g * f'(v): v is the activation's input for gelu/silu and its result for
 // sigmoid, tanh and relu (the values their backward rules save).
 template <typename A>
