@@ -16,11 +16,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -502,34 +499,6 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
 
 }  // namespace
 
-Tensor device_table(const Tensor& host, Device device) {
-  if (device == host.device()) return host;
-  std::string key = str_cat(device, host.dtype(), host.sizes());
-  key.append(static_cast<const char*>(host.data_ptr()),
-             static_cast<size_t>(host.numel()) * host.itemsize());
-  // Leaked on purpose: device tensors must not be freed after the runtime shuts down.
-  static auto* cache = new std::unordered_map<std::string, Tensor>();
-  static auto* mutex = new std::mutex();
-  static size_t bytes = 0;
-  std::lock_guard<std::mutex> lock(*mutex);
-  auto it = cache->find(key);
-  if (it != cache->end()) return it->second;
-  if (cache->size() >= 512 || bytes > (size_t{256} << 20)) {
-    cache->clear();
-    bytes = 0;
-  }
-  bytes += key.size();
-  Tensor t = to_device(host, device);
-  cache->emplace(std::move(key), t);
-  return t;
-}
-
-Tensor index_table(const std::vector<int64_t>& values, const Shape& shape, Device device) {
-  Tensor t = empty(shape, DType::Int64);
-  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(int64_t));
-  return device_table(t, device);
-}
-
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                const Dims& stride, const Dims& padding, const Dims& dilation, int64_t groups,
                const char* op) {
@@ -744,51 +713,6 @@ Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
     out = index_select(out, d, index_table(idx, {len}, input.device()));
   }
   return out;
-}
-
-namespace {
-
-Tensor shuffle(const Tensor& x, int64_t r, bool up, const char* op) {
-  KILN_CHECK(x.dim() >= 3, Runtime, "[", op,
-             "] expects input to have at least 3 dimensions, "
-             "but got input with ",
-             x.dim(), " dimension(s): ", x.sizes());
-  KILN_CHECK(r > 0, Runtime, "[", op, "] factor must be positive, but got ", r);
-  const int64_t nd = x.dim();
-  int64_t c = x.size(nd - 3), h = x.size(nd - 2), w = x.size(nd - 1);
-  Shape batch(x.sizes().begin(), x.sizes().end() - 3);
-  const int64_t b = static_cast<int64_t>(batch.size());
-  Shape s = batch;
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < b; ++i) perm.push_back(i);
-  if (up) {
-    KILN_CHECK(c % (r * r) == 0, Runtime, "[", op,
-               "] expects its input's 'channel' dimension "
-               "to be divisible by the square of upscale_factor, but input.size(-3)=",
-               c, " is not divisible by ", r * r);
-    s.insert(s.end(), {c / (r * r), r, r, h, w});
-    for (int64_t i : {0, 3, 1, 4, 2}) perm.push_back(b + i);
-    Shape o = batch;
-    o.insert(o.end(), {c / (r * r), h * r, w * r});
-    return reshape(permute(reshape(x, s), perm), o);
-  }
-  KILN_CHECK(h % r == 0 && w % r == 0, Runtime, "[", op, "] expects height and width ", h, ", ", w,
-             " of input ", x.sizes(), " to be divisible by downscale_factor ", r);
-  s.insert(s.end(), {c, h / r, r, w / r, r});
-  for (int64_t i : {0, 2, 4, 1, 3}) perm.push_back(b + i);
-  Shape o = batch;
-  o.insert(o.end(), {c * r * r, h / r, w / r});
-  return reshape(permute(reshape(x, s), perm), o);
-}
-
-}  // namespace
-
-Tensor pixel_shuffle(const Tensor& input, int64_t upscale_factor) {
-  return shuffle(input, upscale_factor, true, "pixel_shuffle");
-}
-
-Tensor pixel_unshuffle(const Tensor& input, int64_t downscale_factor) {
-  return shuffle(input, downscale_factor, false, "pixel_unshuffle");
 }
 
 }  // namespace kiln
