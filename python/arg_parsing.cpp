@@ -125,6 +125,7 @@ Device parse_device(py::handle h, const char* op) {
 FactoryOptions parse_factory_options(const py::kwargs& kwargs, const char* op, bool allow_generator,
                                      bool allow_size) {
   FactoryOptions o;
+  o.op = op;
   for (auto kv : kwargs) {
     std::string key = py::str(kv.first);
     if (key == "dtype")
@@ -137,7 +138,9 @@ FactoryOptions parse_factory_options(const py::kwargs& kwargs, const char* op, b
       o.generator = py::reinterpret_borrow<py::object>(kv.second);
     else if (key == "size" && allow_size)
       o.size = parse_shape_object(kv.second, op);
-    else if (key == "pin_memory" || key == "layout" || key == "memory_format")
+    else if (key == "memory_format")
+      o.memory_format = kv.second.cast<MemoryFormat>();
+    else if (key == "pin_memory" || key == "layout")
       continue;
     else
       fail(ErrorKind::Type, "[", op, "] got an unexpected keyword argument '", key, "'");
@@ -154,6 +157,8 @@ Shape factory_shape(const py::args& args, const FactoryOptions& o, const char* o
 }
 
 Tensor finish_factory(Tensor t, const FactoryOptions& o) {
+  if (o.memory_format && *o.memory_format != MemoryFormat::Preserve)
+    t = contiguous(t, *o.memory_format, o.op);
   if (o.requires_grad) t.set_requires_grad(true);
   return t;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/memory_format.h"
 #include "python/casters.h"
 
 namespace kiln::python {
@@ -37,6 +38,8 @@ struct FactoryOptions {
   bool requires_grad = false;
   py::object generator = py::none();
   std::optional<Shape> size;
+  std::optional<MemoryFormat> memory_format;
+  const char* op = "";
 };
 FactoryOptions parse_factory_options(const py::kwargs& kwargs, const char* op,
                                      bool allow_generator = false, bool allow_size = false);

@@ -12,6 +12,13 @@ namespace kiln::python {
 
 namespace {
 
+// *_like's memory_format defaults to preserve_format: a channels-last input
+// gets a channels-last result, as in PyTorch.
+void like_layout(FactoryOptions& o, const Tensor& like) {
+  if (!o.memory_format || *o.memory_format == MemoryFormat::Preserve)
+    o.memory_format = suggest_memory_format(like);
+}
+
 // Default dtype of full(): follows the fill value, as in PyTorch.
 DType fill_dtype(Scalar v) {
   return v.is_floating() ? DType::Float32 : v.is_bool() ? DType::Bool : DType::Int64;
@@ -55,6 +62,7 @@ void init_creation(py::module_& m, TensorClass& cls) {
         name,
         [name, make](const Tensor& t, py::kwargs kw) {
           auto o = parse_factory_options(kw, name);
+          like_layout(o, t);
           Device d = o.device.value_or(t.device());
           return finish_factory(make(t.sizes(), o.dtype.value_or(t.dtype()), d), o);
         },
@@ -67,6 +75,7 @@ void init_creation(py::module_& m, TensorClass& cls) {
       "full_like",
       [](const Tensor& t, Scalar v, py::kwargs kw) {
         auto o = parse_factory_options(kw, "full_like");
+        like_layout(o, t);
         Device d = o.device.value_or(t.device());
         return finish_factory(full(t.sizes(), v, o.dtype.value_or(t.dtype()), d), o);
       },

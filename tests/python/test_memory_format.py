@@ -122,3 +122,20 @@ def test_module_to_channels_last():
     x = kiln.randn(2, 3, 8, 8).to(memory_format=kiln.channels_last)
     y = m[1](m[0](x))
     assert y.is_contiguous(memory_format=kiln.channels_last)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_factories_take_a_memory_format(device):
+    e = kiln.empty(2, 3, 4, 5, device=device, memory_format=kiln.channels_last)
+    assert e.stride() == nhwc_strides((2, 3, 4, 5))
+    z = kiln.zeros((2, 3, 4, 5), device=device, memory_format=kiln.channels_last)
+    assert z.is_contiguous(memory_format=kiln.channels_last) and (z == 0).all().item()
+    with pytest.raises(RuntimeError, match=r"\[ones\] required rank 4"):
+        kiln.ones(2, 3, memory_format=kiln.channels_last)
+    x = channels_last(rand(2, 3, 4, 5), device)
+    for like in (kiln.empty_like(x), kiln.zeros_like(x), kiln.ones_like(x),
+                 kiln.full_like(x, 7.0)):
+        assert like.is_contiguous(memory_format=kiln.channels_last)  # preserve_format
+    assert kiln.zeros_like(x, memory_format=kiln.contiguous_format).is_contiguous()
+    assert (kiln.full_like(x, 7.0) == 7.0).all().item()
+    assert kiln.ones_like(kiln.zeros(2, 3, device=device)).is_contiguous()
