@@ -6,6 +6,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
+#include "cuda/multi_tensor_schedule.h"
 #include "ops/dispatch.h"
 
 namespace kiln::cuda {
@@ -60,38 +61,22 @@ template <typename T>
 void unscale_dtype(const std::vector<const Tensor*>& grads, float* found_inf,
                    const float* inv_scale, cudaStream_t stream) {
   UnscaleArgs args;
-  int nt = 0, nb = 0;
-  auto launch = [&] {
-    unscale_kernel<T><<<nb, kBlockThreads, 0, stream>>>(args, found_inf, inv_scale);
-    KILN_CUDA_CHECK_LAUNCH("_amp_foreach_non_finite_check_and_unscale_");
-    nb = 0;
-  };
-  for (const Tensor* g : grads) {
-    const int64_t n = g->numel();
-    if (n == 0) continue;
-    args.ptrs[nt] = g->data_ptr();
-    args.sizes[nt] = n;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    for (int64_t c = 0; c < chunks; ++c) {
-      args.block_tensor[nb] = static_cast<uint8_t>(nt);
-      args.block_chunk[nb] = static_cast<int32_t>(c);
-      ++nb;
-      const bool last = c == chunks - 1;
-      if (nb == kMaxBlocks || (last && nt + 1 == kMaxTensors)) {
-        launch();
-        // A tensor cut between two launches continues in slot 0 of the next one.
-        if (last) {
-          nt = -1;
-        } else {
-          args.ptrs[0] = g->data_ptr();
-          args.sizes[0] = n;
-          nt = 0;
-        }
-      }
-    }
-    ++nt;
-  }
-  if (nb > 0) launch();
+  std::vector<int64_t> numels;
+  for (const Tensor* g : grads) numels.push_back(g->numel());
+  schedule_chunks(
+      numels, kMaxTensors, kMaxBlocks, kChunk,
+      [&](int slot, size_t i) {
+        args.ptrs[slot] = grads[i]->data_ptr();
+        args.sizes[slot] = numels[i];
+      },
+      [&](int block, int slot, int64_t c) {
+        args.block_tensor[block] = static_cast<uint8_t>(slot);
+        args.block_chunk[block] = static_cast<int32_t>(c);
+      },
+      [&](int blocks) {
+        unscale_kernel<T><<<blocks, kBlockThreads, 0, stream>>>(args, found_inf, inv_scale);
+        KILN_CUDA_CHECK_LAUNCH("_amp_foreach_non_finite_check_and_unscale_");
+      });
 }
 
 void amp_unscale_kernel(const std::vector<Tensor>& grads, const Tensor& found_inf,

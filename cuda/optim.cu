@@ -9,6 +9,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
+#include "cuda/multi_tensor_schedule.h"
 #include "ops/dispatch.h"
 #include "ops/optim.h"
 #include "ops/optim_math.h"
@@ -137,41 +138,25 @@ void multi_tensor_apply(const OptimizerStep& s, const std::vector<size_t>& idx, 
   for (const auto& st : s.states)
     if (!st.empty()) lists.push_back(&st);
   ChunkArgs args;
-  int nt = 0, nb = 0;
-  auto set_slot = [&](int slot, size_t i) {
-    for (size_t j = 0; j < lists.size(); ++j) args.ptrs[j][slot] = (*lists[j])[i].data_ptr();
-    args.sizes[slot] = s.params[i].numel();
-    args.scalars[slot][0] = s.scalars.empty() ? 0.0 : s.scalars[i][0];
-    args.scalars[slot][1] = s.scalars.empty() ? 0.0 : s.scalars[i][1];
-  };
-  auto launch = [&] {
-    multi_tensor_kernel<T, Op><<<nb, kBlockThreads, 0, stream>>>(args, op);
-    KILN_CUDA_CHECK_LAUNCH("optimizer_step");
-    nb = 0;
-  };
-  for (size_t i : idx) {
-    const int64_t n = s.params[i].numel();
-    if (n == 0) continue;
-    set_slot(nt, i);
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    for (int64_t c = 0; c < chunks; ++c) {
-      args.block_tensor[nb] = static_cast<uint8_t>(nt);
-      args.block_chunk[nb] = static_cast<int32_t>(c);
-      ++nb;
-      const bool last = c == chunks - 1;
-      if (nb == kMaxBlocks || (last && nt + 1 == kMaxTensors)) {
-        launch();
-        if (last) {
-          nt = -1;
-        } else {
-          set_slot(0, i);
-          nt = 0;
-        }
-      }
-    }
-    ++nt;
-  }
-  if (nb > 0) launch();
+  std::vector<int64_t> numels;
+  for (size_t i : idx) numels.push_back(s.params[i].numel());
+  schedule_chunks(
+      numels, kMaxTensors, kMaxBlocks, kChunk,
+      [&](int slot, size_t j) {
+        const size_t i = idx[j];
+        for (size_t l = 0; l < lists.size(); ++l) args.ptrs[l][slot] = (*lists[l])[i].data_ptr();
+        args.sizes[slot] = numels[j];
+        args.scalars[slot][0] = s.scalars.empty() ? 0.0 : s.scalars[i][0];
+        args.scalars[slot][1] = s.scalars.empty() ? 0.0 : s.scalars[i][1];
+      },
+      [&](int block, int slot, int64_t c) {
+        args.block_tensor[block] = static_cast<uint8_t>(slot);
+        args.block_chunk[block] = static_cast<int32_t>(c);
+      },
+      [&](int blocks) {
+        multi_tensor_kernel<T, Op><<<blocks, kBlockThreads, 0, stream>>>(args, op);
+        KILN_CUDA_CHECK_LAUNCH("optimizer_step");
+      });
 }
 
 template <typename T>
