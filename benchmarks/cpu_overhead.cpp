@@ -4,35 +4,17 @@
 // CUDA op runs (only the kernel differs), so this tracks the per-op overhead
 // on a machine without a GPU. benchmarks/cpu_overhead.py prints the Python
 // side; docs/benchmarks.md ("host overhead (CPU-side)") records both.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
-#include <vector>
 
 #include "core/tensor.h"
 #include "ops/binary.h"
 #include "ops/creation.h"
 
 #include "benchmarks/malloc_counter.h"
+#include "benchmarks/median_timer.h"
 
-namespace {
-
-template <typename F>
-double median_us(F&& f, int iters = 200000, int repeats = 7) {
-  for (int i = 0; i < 1000; ++i) f();
-  std::vector<double> samples;
-  for (int r = 0; r < repeats; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    auto t1 = std::chrono::steady_clock::now();
-    samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[repeats / 2];
-}
-
-}  // namespace
+constexpr int kIters = 200000;  // calls per timed repeat
 
 int main() {
   using namespace kiln;
@@ -50,7 +32,7 @@ int main() {
   };
   std::printf("%-28s %10s %12s\n", "C++ call", "us/call", "mallocs/call");
   for (const Case& c : cases)
-    std::printf("%-28s %10.3f %12.2f\n", c.name, median_us(c.fn),
+    std::printf("%-28s %10.3f %12.2f\n", c.name, median_us(c.fn, kIters),
                 kiln_bench::allocations_per_call(c.fn));
   return 0;
 }

@@ -2,10 +2,7 @@
 // alone (allocate + free of a 1024-float tensor) and a whole kiln::add from
 // C++. benchmarks/ops.py prints these beside the Python-level numbers and the
 // bare launch floor, so the cost of each layer is visible.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <vector>
 
 #include "core/tensor.h"
 #include "cuda/device.h"
@@ -14,24 +11,9 @@
 #include "ops/creation.h"
 
 #include "benchmarks/malloc_counter.h"
+#include "benchmarks/median_timer.h"
 
-namespace {
-
-template <typename F>
-double median_us(F&& f, int iters = 20000, int repeats = 7) {
-  for (int i = 0; i < 1000; ++i) f();  // warm-up (fills the allocator's cache)
-  std::vector<double> samples;
-  for (int r = 0; r < repeats; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    auto t1 = std::chrono::steady_clock::now();
-    samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[repeats / 2];
-}
-
-}  // namespace
+constexpr int kIters = 20000;  // calls per timed repeat
 
 int main() {
   using namespace kiln;
@@ -45,9 +27,9 @@ int main() {
   const Backend& cuda = backend(dev);
   // Interleaved rounds: the spread between rounds shows how noisy the host is.
   for (int round = 0; round < 2; ++round) {
-    const double alloc = median_us([&] { make_tensor({1024}, DType::Float32, dev); });
-    const double kernel = median_us([&] { cuda.binary(BinaryOp::add, out, a, b); });
-    const double add_op = median_us([&] { add(a, b, Scalar(1)); });
+    const double alloc = median_us([&] { make_tensor({1024}, DType::Float32, dev); }, kIters);
+    const double kernel = median_us([&] { cuda.binary(BinaryOp::add, out, a, b); }, kIters);
+    const double add_op = median_us([&] { add(a, b, Scalar(1)); }, kIters);
     std::printf("allocate+free(round %d) %.3f\nbinary kernel entry(round %d) %.3f\n"
                 "add(round %d) %.3f\n", round, alloc, round, kernel, round, add_op);
   }
