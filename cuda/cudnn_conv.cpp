@@ -34,6 +34,7 @@
 #include "ops/conv_backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/memory_format.h"
 #include "ops/view.h"
 
 namespace kiln::cuda {
@@ -444,19 +445,6 @@ bool run_pass(const Problem& p, const Operands& o) {
 
 // --- layouts -------------------------------------------------------------------
 
-// [N, C, *S] <-> [N, *S, C] dim orders.
-std::vector<int64_t> to_nhwc(int64_t rank) {
-  std::vector<int64_t> perm = {0};
-  for (int64_t i = 2; i < rank; ++i) perm.push_back(i);
-  perm.push_back(1);
-  return perm;
-}
-std::vector<int64_t> from_nhwc(int64_t rank) {
-  std::vector<int64_t> perm = {0, rank - 1};
-  for (int64_t i = 1; i < rank - 1; ++i) perm.push_back(i);
-  return perm;
-}
-
 // A contiguous copy of `t` unless it is already contiguous and starts on a
 // 16-byte boundary (a view into the middle of a tensor may not, and cuDNN's
 // vectorized kernels assume it).
@@ -468,15 +456,15 @@ Tensor dense(const Tensor& t) {
 // `t` dense in the geometry's layout (a no-op when it already is).
 Tensor in_layout(const Tensor& t, bool channels_last) {
   if (!channels_last) return dense(t);
-  return permute(dense(permute(t, to_nhwc(t.dim()))), from_nhwc(t.dim()));
+  const std::vector<int64_t> order = memory_order(MemoryFormat::ChannelsLast, t.dim());
+  return permute(dense(permute(t, order)), inverse_permutation(order));
 }
 
 Tensor empty_in_layout(const Shape& sizes, DType dtype, Device device, bool channels_last) {
   if (!channels_last) return empty(sizes, dtype, device);
-  const int64_t rank = static_cast<int64_t>(sizes.size());
-  Shape nhwc;
-  for (int64_t i : to_nhwc(rank)) nhwc.push_back(sizes[static_cast<size_t>(i)]);
-  return permute(empty(nhwc, dtype, device), from_nhwc(rank));
+  return empty_in_memory_order(
+      sizes, dtype, device,
+      memory_order(MemoryFormat::ChannelsLast, static_cast<int64_t>(sizes.size())));
 }
 
 // A 1-d problem as a 2-d one with H = 1 (cuDNN's descriptors start at rank 4).

@@ -16,6 +16,7 @@
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
+#include "ops/memory_format.h"
 #include "ops/creation.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
@@ -85,18 +86,8 @@ bool is_channels_last(const Tensor& x) {
   return true;
 }
 
-// Permutation [N, C, *S] -> [N, *S, C] and back.
-std::vector<int64_t> to_last(int64_t dim) {
-  std::vector<int64_t> p = {0};
-  for (int64_t d = 2; d < dim; ++d) p.push_back(d);
-  p.push_back(1);
-  return p;
-}
-std::vector<int64_t> from_last(int64_t dim) {
-  std::vector<int64_t> p = {0, dim - 1};
-  for (int64_t d = 1; d < dim - 1; ++d) p.push_back(d);
-  return p;
-}
+// [N, C, *S] -> [N, *S, C], the channels-last memory order of any rank.
+std::vector<int64_t> to_last(int64_t dim) { return memory_order(MemoryFormat::ChannelsLast, dim); }
 
 // The kernels' [outer, C, inner] view of t: channels-last memory as
 // [N * S, C, 1], anything else NCHW-contiguous (copied if it is not) as [N, C, S].
@@ -117,7 +108,8 @@ std::pair<Tensor, Tensor> alloc_like(const Shape& sizes, DType dtype, Device dev
   Shape last;
   for (int64_t d : to_last(dim)) last.push_back(sizes[d]);
   Tensor t = make_tensor(last, dtype, device);
-  return {permute(t, from_last(dim)), reshape(t, {t.numel() / sizes[1], sizes[1], 1})};
+  return {permute(t, inverse_permutation(to_last(dim))),
+          reshape(t, {t.numel() / sizes[1], sizes[1], 1})};
 }
 
 // A [C] parameter as the kernels take it: contiguous, statistics dtype.

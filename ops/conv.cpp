@@ -283,20 +283,8 @@ bool int32_sized(std::initializer_list<Shape> shapes) {
 // Whether t is [N, C, *S] laid out densely as [N, *S, C] but not contiguous (a
 // tensor with C == 1 or S == 1 is both and stays NCHW).
 bool channels_last(const Tensor& t) {
-  if (t.dim() < 4 || t.is_contiguous()) return false;
   // PyTorch's rule: float64 convolutions keep NCHW (cuDNN has few NHWC double kernels).
-  if (t.dtype() == DType::Float64) return false;
-  int64_t expected = 1;
-  auto dense = [&](int64_t d) {
-    if (t.size(d) == 1) return true;
-    if (t.stride(d) != expected) return false;
-    expected *= t.size(d);
-    return true;
-  };
-  if (!dense(1)) return false;
-  for (int64_t d = t.dim() - 1; d >= 2; --d)
-    if (!dense(d)) return false;
-  return dense(0);
+  return t.dtype() != DType::Float64 && suggest_memory_format(t) != MemoryFormat::Contiguous;
 }
 
 // The accelerated node's inputs: x, weight and the bias when there is one.

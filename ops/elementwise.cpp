@@ -125,19 +125,6 @@ MemoryFormat output_format(std::initializer_list<const Tensor*> operands, const 
   return MemoryFormat::Contiguous;
 }
 
-// The memory-order result out_m as a plain (non-view) tensor of the logical
-// shape: same storage, dims put back by the inverse of `order`.
-Tensor from_memory_order(const Tensor& out_m, const std::vector<int64_t>& order) {
-  const std::vector<int64_t> inverse = inverse_permutation(order);
-  Shape sizes, strides;
-  for (int64_t d : inverse) {
-    sizes.push_back(out_m.size(d));
-    strides.push_back(out_m.stride(d));
-  }
-  return make_tensor_from_storage(out_m.storage(), sizes, strides, out_m.storage_offset(),
-                                  out_m.dtype());
-}
-
 // t viewed in memory order for format f; operands of another rank (CPU scalars) pass as they are.
 Tensor in_memory_order(const Tensor& t, const std::vector<int64_t>& order) {
   if (t.dim() != static_cast<int64_t>(order.size())) return t;

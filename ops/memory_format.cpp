@@ -88,4 +88,22 @@ Tensor clone(const Tensor& t, MemoryFormat f) {
   return permute(clone(permute(t, order)), inverse_permutation(order));
 }
 
+Tensor from_memory_order(const Tensor& t_m, const std::vector<int64_t>& order) {
+  const std::vector<int64_t> inverse = inverse_permutation(order);
+  Shape sizes, strides;
+  for (int64_t d : inverse) {
+    sizes.push_back(t_m.size(d));
+    strides.push_back(t_m.stride(d));
+  }
+  return make_tensor_from_storage(t_m.storage(), sizes, strides, t_m.storage_offset(),
+                                  t_m.dtype());
+}
+
+Tensor empty_in_memory_order(const Shape& sizes, DType dtype, Device device,
+                             const std::vector<int64_t>& order) {
+  Shape in_order;
+  for (int64_t d : order) in_order.push_back(sizes[static_cast<size_t>(d)]);
+  return from_memory_order(make_tensor(in_order, dtype, device), order);
+}
+
 }  // namespace kiln

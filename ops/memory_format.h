@@ -27,6 +27,14 @@ Tensor contiguous(const Tensor& t, MemoryFormat f, const char* op = "contiguous"
 // A copy of t in f (Preserve: t's suggested format), as Tensor.clone(memory_format=).
 Tensor clone(const Tensor& t, MemoryFormat f);
 
+// t_m, a tensor laid out in memory order `order` (contiguous [N, H, W, C] for
+// channels-last), as a plain (non-view) tensor of the logical shape sharing its
+// storage: dims put back by the inverse of `order`.
+Tensor from_memory_order(const Tensor& t_m, const std::vector<int64_t>& order);
+// An uninitialized tensor of the logical `sizes` whose memory is dense in `order`.
+Tensor empty_in_memory_order(const Shape& sizes, DType dtype, Device device,
+                             const std::vector<int64_t>& order);
+
 // The permutation that lists t's dims in f's memory order (outermost first),
 // and its inverse.
 std::vector<int64_t> memory_order(MemoryFormat f, int64_t dim);

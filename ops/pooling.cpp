@@ -24,6 +24,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/index.h"
+#include "ops/memory_format.h"
 #include "ops/pool2d.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -199,29 +200,16 @@ Dims pool_out(const Tensor& x, const Dims& k, const Dims& s, const Dims& p, cons
 
 // --- Direct 2-d kernels (Note [Direct pooling kernels]) -------------------------------------
 
-// Whether x [N, C, H, W] is dense with strides in NHWC order (size-1 dims do not count).
-bool is_channels_last(const Tensor& x) {
-  int64_t expect = 1;
-  for (int64_t d : {1, 3, 2, 0}) {
-    if (x.size(d) != 1 && x.stride(d) != expect) return false;
-    expect *= x.size(d);
-  }
-  return true;
-}
-
 // t [N, C, A, B] with the memory layout the kernels read: NCHW-contiguous, or NHWC-dense when
 // channels_last; copies only when t is in neither.
 Tensor in_layout(const Tensor& t, bool channels_last) {
-  if (!channels_last) return contiguous(t);
-  if (is_channels_last(t)) return t;
-  return permute(contiguous(permute(t, {0, 2, 3, 1})), {0, 3, 1, 2});
+  return contiguous(t, channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
 }
 
 // An uninitialized [N, C, A, B] tensor in the kernels' layout.
 Tensor alloc_layout(const Shape& nchw, DType dtype, Device device, bool channels_last) {
   if (!channels_last) return make_tensor(nchw, dtype, device);
-  GradModeGuard no_grad(false);
-  return permute(make_tensor({nchw[0], nchw[2], nchw[3], nchw[1]}, dtype, device), {0, 3, 1, 2});
+  return empty_in_memory_order(nchw, dtype, device, memory_order(MemoryFormat::ChannelsLast, 4));
 }
 
 Shape in_shape(const Pool2dParams& p) { return {p.N, p.C, p.H, p.W}; }
@@ -315,7 +303,7 @@ Pool2dParams pool_params(const Tensor& x, const Dims& out, const Dims& k, const 
 // memory is channels-last (else it goes NCHW-contiguous, copied if needed).
 Tensor as_4d(const Tensor& x, Pool2dParams& p) {
   Tensor x4 = x.dim() == 3 ? unsqueeze(x, 2) : x;
-  p.channels_last = !x4.is_contiguous() && is_channels_last(x4);
+  p.channels_last = !x4.is_contiguous() && is_contiguous(x4, MemoryFormat::ChannelsLast);
   return x4;
 }
 
