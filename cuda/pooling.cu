@@ -21,22 +21,12 @@ __global__ void max_pool2d_kernel(T* out, int64_t* indices, const T* in, Pool2dP
   KILN_GRID_STRIDE(i, total) {
     int64_t n, c, oh, ow;
     unflatten_index<I>(i, p.C, p.OH, p.OW, p.channels_last, n, c, oh, ow);
-    A best = -static_cast<A>(INFINITY);
-    int64_t arg = -1;
-    for (int64_t a = 0; a < p.kh; ++a) {
-      const int64_t h = oh * p.sh - p.ph + a * p.dh;
-      if (h < 0 || h >= p.H) continue;
-      for (int64_t b = 0; b < p.kw; ++b) {
-        const int64_t w = ow * p.sw - p.pw + b * p.dw;
-        if (w < 0 || w >= p.W) continue;
-        const A v = static_cast<A>(in[p.in_offset(n, c, h, w)]);
-        // The first maximum wins; a NaN beats everything and then stays (as on the CPU).
-        if (arg < 0 || (!isnan(best) && (v > best || isnan(v)))) {
-          best = v;
-          arg = h * p.W + w;
-        }
-      }
-    }
+    A best;
+    int64_t arg;
+    window_max<A>(
+        p, oh, ow,
+        [&](int64_t h, int64_t w) { return static_cast<A>(in[p.in_offset(n, c, h, w)]); }, best,
+        arg);
     out[i] = static_cast<T>(best);
     indices[i] = arg;
   }

@@ -6,6 +6,8 @@
 // the CUDA ones (cuda/pooling.cu), so both devices pick the same windows, maxima and divisors.
 #pragma once
 
+#include <cmath>
+
 #include <cstdint>
 
 #ifdef __CUDACC__
@@ -88,6 +90,30 @@ KILN_POOL_HD int64_t avg_divisor(const Pool2dParams& p, const AvgWindow& wh, con
   if (p.divisor != 0) return p.divisor;
   if (p.count_include_pad && !p.adaptive) return wh.padded * ww.padded;
   return (wh.end - wh.start) * (ww.end - ww.start);
+}
+
+// The maximum of output (oh, ow)'s window and its flat h * W + w position in the
+// plane; read(h, w) gives an input value in the accumulation type A. The first
+// maximum wins; a NaN beats everything and then stays (CPU and CUDA alike).
+template <typename A, typename Read>
+KILN_POOL_HD void window_max(const Pool2dParams& p, int64_t oh, int64_t ow, Read read, A& best,
+                             int64_t& arg) {
+  arg = -1;
+  best = -static_cast<A>(INFINITY);
+  for (int64_t a = 0; a < p.kh; ++a) {
+    const int64_t h = oh * p.sh - p.ph + a * p.dh;
+    if (h < 0 || h >= p.H) continue;
+    for (int64_t b = 0; b < p.kw; ++b) {
+      const int64_t w = ow * p.sw - p.pw + b * p.dw;
+      if (w < 0 || w >= p.W) continue;
+      const A v = read(h, w);
+      const bool best_nan = best != best, v_nan = v != v;
+      if (arg < 0 || (!best_nan && (v > best || v_nan))) {
+        best = v;
+        arg = h * p.W + w;
+      }
+    }
+  }
 }
 
 // The outputs [first, last] along one dim whose window can contain input position i.

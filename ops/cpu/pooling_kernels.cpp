@@ -51,22 +51,11 @@ void max_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
     const T* x = x_all + pi.base;
     for (int64_t oh = 0; oh < p.OH; ++oh) {
       for (int64_t ow = 0; ow < p.OW; ++ow) {
-        A best = -std::numeric_limits<A>::infinity();
-        int64_t arg = -1;
-        for (int64_t i = 0; i < p.kh; ++i) {
-          const int64_t h = oh * p.sh - p.ph + i * p.dh;
-          if (h < 0 || h >= p.H) continue;
-          for (int64_t j = 0; j < p.kw; ++j) {
-            const int64_t w = ow * p.sw - p.pw + j * p.dw;
-            if (w < 0 || w >= p.W) continue;
-            const A v = A(x[(h * p.W + w) * pi.step]);
-            // The first maximum wins; a NaN beats everything and then stays.
-            if (arg < 0 || (!std::isnan(best) && (v > best || std::isnan(v)))) {
-              best = v;
-              arg = h * p.W + w;
-            }
-          }
-        }
+        A best;
+        int64_t arg;
+        window_max<A>(
+            p, oh, ow, [&](int64_t h, int64_t w) { return A(x[(h * p.W + w) * pi.step]); }, best,
+            arg);
         const int64_t o = po.base + (oh * p.OW + ow) * po.step;
         y_all[o] = T(best);
         idx_all[o] = arg;
