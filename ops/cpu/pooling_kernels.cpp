@@ -3,7 +3,6 @@
 // one thread, so adding each output's gradient into its window needs no atomics and skips
 // the search for the outputs that cover an input. Half types accumulate in float.
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "ops/cpu/kernels.h"
