@@ -1,7 +1,8 @@
 // Direct 2-d pooling kernels (Note [Direct pooling kernels] in ops/pool2d.h): one thread per
 // output element in the forward, one per input element gathering from the outputs that can
-// hold it in the backward. Threads run over the layout's memory order (NCHW or NHWC), so
-// neighbouring threads touch neighbouring elements.
+// hold it in the backward (for max pooling over disjoint windows, one store per output).
+// Threads run over the layout's memory order (NCHW or NHWC), so neighbouring threads touch
+// neighbouring elements.
 #include <algorithm>
 
 #include "cuda/check.h"
@@ -55,6 +56,30 @@ __global__ void max_pool2d_backward_kernel(T* grad_in, const T* grad_out, const 
       }
     }
     grad_in[i] = static_cast<T>(s);
+  }
+}
+
+// Windows that cannot overlap (stride >= window span in both dims, the usual 2x2/2 pooling):
+// every input position takes at most one output's gradient, so the backward is a zero fill
+// plus one store per output, instead of a search per input.
+bool windows_disjoint(const Pool2dParams& p) {
+  return p.sh > (p.kh - 1) * p.dh && p.sw > (p.kw - 1) * p.dw;
+}
+
+template <typename T, typename I>
+__global__ void max_pool2d_scatter_kernel(T* grad_in, const T* grad_out, const int64_t* indices,
+                                          Pool2dParams p) {
+  const int64_t total = p.N * p.C * p.OH * p.OW;
+  const I plane_out = static_cast<I>(p.OH * p.OW), C = static_cast<I>(p.C);
+  KILN_GRID_STRIDE(i, total) {
+    const int64_t arg = indices[i];  // h * W + w within the (n, c) plane
+    if (arg < 0) continue;
+    const I flat = static_cast<I>(i);
+    const int64_t offset =
+        p.channels_last
+            ? (static_cast<int64_t>(flat / (plane_out * C)) * p.H * p.W + arg) * p.C + flat % C
+            : static_cast<int64_t>(flat / plane_out) * p.H * p.W + arg;
+    grad_in[offset] = grad_out[i];
   }
 }
 
@@ -130,9 +155,23 @@ void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Te
   const int64_t total = grad_in.numel();
   if (total == 0) return;
   LaunchContext ctx(grad_in);
+  const bool disjoint = windows_disjoint(p);
+  if (disjoint)
+    KILN_CUDA_CHECK(cudaMemsetAsync(grad_in.data_ptr(), 0, total * grad_in.itemsize(), ctx.stream),
+                    "max_pool2d_backward");
+  const int64_t outputs = grad_out.numel();
   dispatch_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    if (small_index(p)) {
+    if (disjoint) {
+      if (outputs == 0) return;
+      if (small_index(p)) {
+        max_pool2d_scatter_kernel<T, uint32_t><<<grid_for(outputs), kThreads, 0, ctx.stream>>>(
+            ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
+      } else {
+        max_pool2d_scatter_kernel<T, int64_t><<<grid_for(outputs), kThreads, 0, ctx.stream>>>(
+            ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
+      }
+    } else if (small_index(p)) {
       max_pool2d_backward_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
           ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
     } else {

@@ -2,6 +2,8 @@
 // forms, as H = 1) run as direct kernels: one thread per output element in the forward and, on
 // CUDA, one per input element in the backward, gathering from the outputs whose window can
 // hold it (no atomics, deterministic, any dtype); the CPU backward scatters plane by plane.
+// Max pooling with windows that cannot overlap (stride >= span, e.g. 2x2/2) scatters on CUDA
+// too: a zero fill and one store per output, no input takes two gradients.
 // The window arithmetic below is shared by the CPU kernels (ops/cpu/pooling_kernels.cpp) and
 // the CUDA ones (cuda/pooling.cu), so both devices pick the same windows, maxima and divisors.
 #pragma once

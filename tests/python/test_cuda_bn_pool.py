@@ -108,6 +108,11 @@ POOLS = {
     "max2d": lambda t: F.max_pool2d(t, 3, 2, 1, 1, True, True),
     "max2d_dil": lambda t: F.max_pool2d(t, (2, 3), (1, 2), (1, 1), (2, 1), False, True),
     "max2d_k2": lambda t: F.max_pool2d(t, 2, return_indices=True),
+    # Disjoint windows (stride >= span) take the CUDA scatter backward; padded, ceil_mode and
+    # dilated ones too.
+    "max2d_k3_disjoint": lambda t: F.max_pool2d(t, 3, 3, 1, 1, True, True),
+    "max2d_dil_disjoint": lambda t: F.max_pool2d(t, 2, (3, 4), 0, (2, 3), True, True),
+    "max1d_disjoint": lambda t: F.max_pool1d(t[:, :, 2], 2, 2, 1, 1, False, True),
     "max1d": lambda t: F.max_pool1d(t[:, :, 0], 3, 2, 1, 2, True, True),
     "avg2d": lambda t: (F.avg_pool2d(t, 3, 2, 1, True, False),),
     "avg2d_pad": lambda t: (F.avg_pool2d(t, 3, 1, 1, False, True),),
@@ -209,8 +214,8 @@ def test_batch_norm_matches_torch(device, dtype_name, shape, cl, training):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("cl", [False, True])
-@pytest.mark.parametrize("name", ["max2d", "max2d_dil", "avg2d", "avg2d_pad", "avg2d_div",
-                                  "adaptive", "global"])
+@pytest.mark.parametrize("name", ["max2d", "max2d_dil", "max2d_k3_disjoint", "avg2d",
+                                  "avg2d_pad", "avg2d_div", "adaptive", "global"])
 def test_pooling_matches_torch(device, cl, name):
     torch = pytest.importorskip("torch")
     x = rand(3, 5, 9, 8)
@@ -220,6 +225,7 @@ def test_pooling_matches_torch(device, cl, name):
         "max2d": lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1, 1, True, True),
         "max2d_dil": lambda t: torch.nn.functional.max_pool2d(t, (2, 3), (1, 2), (1, 1), (2, 1),
                                                               False, True),
+        "max2d_k3_disjoint": lambda t: torch.nn.functional.max_pool2d(t, 3, 3, 1, 1, True, True),
         "avg2d": lambda t: (torch.nn.functional.avg_pool2d(t, 3, 2, 1, True, False),),
         "avg2d_pad": lambda t: (torch.nn.functional.avg_pool2d(t, 3, 1, 1, False, True),),
         "avg2d_div": lambda t: (torch.nn.functional.avg_pool2d(t, 2, 1, 1, False, True, 3),),
