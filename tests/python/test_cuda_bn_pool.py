@@ -29,7 +29,7 @@ def make(a, dtype, device, channels_last=False, requires_grad=False):
 
 def close(got, want, dtype, scale=1.0):
     tol = TOL[dtype] * scale
-    assert_close(got.detach().cpu().float(), want.detach().cpu().float().numpy(), atol=tol,
+    assert_close(got.detach().cpu().double(), want.detach().cpu().double().numpy(), atol=tol,
                  rtol=tol)
 
 
@@ -170,7 +170,7 @@ def torch_pair(a, dtype_name, device, torch, cl):
 
 def close_torch(k, t, dtype_name, scale=1.0):
     tol = TOL[getattr(kiln, dtype_name)] * scale
-    assert_close(k.detach().cpu().float(), t.detach().cpu().float().numpy(), atol=tol, rtol=tol)
+    assert_close(k.detach().cpu().double(), t.detach().cpu().double().numpy(), atol=tol, rtol=tol)
 
 
 # Half batch norm on the CPU is not a PyTorch workload (autocast runs it on CUDA): float32 there.
@@ -207,9 +207,9 @@ def test_batch_norm_matches_torch(device, dtype_name, shape, cl, training):
         else:
             # grad_weight / grad_bias are sums over N*H*W half-precision products whose
             # cancellation magnifies rounding: compare relative to the vector's magnitude.
-            want = t.detach().cpu().float().numpy()
+            want = t.detach().cpu().double().numpy()
             tol = TOL[getattr(kiln, dtype_name)] * max(1.0, float(np.abs(want).max()))
-            assert_close(a.detach().cpu().float(), want, atol=tol, rtol=0)
+            assert_close(a.detach().cpu().double(), want, atol=tol, rtol=0)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -30,7 +30,7 @@ def pair(a, dtype, requires_grad=True):
 def close(gpu, cpu, dtype, scale=1.0):
     tol = TOL[dtype] * scale
     assert gpu.device.type == "cuda"
-    assert_close(gpu.detach().cpu().float(), cpu.detach().float().numpy(), atol=tol, rtol=tol)
+    assert_close(gpu.detach().cpu().double(), cpu.detach().double().numpy(), atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [kiln.float64])
@@ -160,7 +160,7 @@ def torch_pair(torch, a, dtype):
 
 def close_torch(got, want, dtype, scale=1.0):
     tol = TOL[dtype] * scale
-    assert_close(got.detach().cpu().float(), want.detach().float().cpu().numpy(), atol=tol,
+    assert_close(got.detach().cpu().double(), want.detach().double().cpu().numpy(), atol=tol,
                  rtol=tol)
 
 

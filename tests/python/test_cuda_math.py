@@ -17,7 +17,7 @@ def test_sum_mean_max_min(dtype):
     tol = 1e-4 if dtype in (kiln.float32, kiln.float64) else 5e-2
     for fn in [lambda t: t.sum(), lambda t: t.sum(1), lambda t: t.mean((0, 2), keepdim=True),
                lambda t: t.amax(1), lambda t: t.amin(0)]:
-        assert_close(fn(g).cpu().float(), fn(x).float().numpy(), atol=tol, rtol=tol)
+        assert_close(fn(g).cpu().double(), fn(x).double().numpy(), atol=tol, rtol=tol)
 
 
 def test_all_any_prod_int_sum():
@@ -37,7 +37,7 @@ def test_matmul_layouts(dtype):
     for f in [lambda p, q: p @ q, lambda p, q: p @ q.t().contiguous().t(),
               lambda p, q: p.transpose(1, 2).contiguous().transpose(1, 2) @ q,
               lambda p, q: p[0] @ q, lambda p, q: p[0].t().contiguous().t() @ q]:
-        assert_close(f(gx, gy).cpu().float(), f(x, y).float().numpy(), atol=tol, rtol=tol)
+        assert_close(f(gx, gy).cpu().double(), f(x, y).double().numpy(), atol=tol, rtol=tol)
 
 
 def test_mlp_step_gradients_match_cpu():
