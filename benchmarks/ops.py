@@ -7,6 +7,7 @@ Host overheads are medians over repeats of many back-to-back calls
 events after warm-up, median of many iterations, on random data.
 """
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -65,7 +66,7 @@ def kiln_layers():
     return rows
 
 
-def run(mod):
+def run(mod, host_only=False):
     r = {}
     a, b = mod.randn(1024, device="cuda"), mod.randn(1024, device="cuda")
     r["a + b, 1024 floats: host us/op"] = host_us(lambda: a + b, mod.cuda.synchronize)
@@ -76,6 +77,8 @@ def run(mod):
         (x * 2).sum().backward()
 
     r["(x*2).sum().backward(), 64x64: us/iter"] = host_us(step, mod.cuda.synchronize, iters=500)
+    if host_only:
+        return r
     n = 1 << 28
     big_a, big_b = mod.randn(n, device="cuda"), mod.randn(n, device="cuda")
     ms = device_ms(mod, lambda: big_a + big_b)
@@ -99,8 +102,13 @@ def run(mod):
 
 
 def main():
-    kiln_results = run(kiln)
-    torch_results = run(torch) if torch is not None else {}
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host-only", action="store_true",
+                        help="only the host-overhead rows and the launch floor (seconds, not "
+                             "minutes: repeat it in fresh processes to see the machine's spread)")
+    args = parser.parse_args()
+    kiln_results = run(kiln, args.host_only)
+    torch_results = run(torch, args.host_only) if torch is not None else {}
     floor = launch_floor_us()
     print(f"{'benchmark':42s}{'kiln':>12s}{'torch':>12s}{'kiln/torch':>12s}")
     for key, value in kiln_results.items():
@@ -108,6 +116,8 @@ def main():
         ratio = f"{value / ref:12.2f}" if ref else f"{'n/a':>12s}"
         print(f"{key:42s}{value:12.2f}{(ref if ref else float('nan')):12.2f}{ratio}")
     print(f"{'bare CUDA launch floor: host us/op':42s}{floor if floor else float('nan'):12.2f}")
+    if args.host_only:
+        return
     for line in kiln_layers():
         print(line)
 
