@@ -121,10 +121,16 @@ __global__ void avg_pool2d_backward_kernel(T* grad_in, const T* grad_out, Pool2d
   }
 }
 
-// Whether every flat index of the input and output fits the 32-bit division path.
-bool small_index(const Pool2dParams& p) {
+// Calls f(I{}) with the kernels' index arithmetic type: uint32_t when every flat index of
+// the input and output fits (64-bit division dominates these kernels), else int64_t.
+template <typename F>
+void with_index_type(const Pool2dParams& p, F&& f) {
   const int64_t big = p.N * p.C * std::max(p.H * p.W, p.OH * p.OW);
-  return big < (int64_t{1} << 31);
+  if (big < (int64_t{1} << 31)) {
+    f(uint32_t{});
+  } else {
+    f(int64_t{});
+  }
 }
 
 template <typename T>
@@ -139,45 +145,36 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
   LaunchContext ctx(in);
   dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    if (small_index(p)) {
-      max_pool2d_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
+    with_index_type(p, [&](auto index) {
+      max_pool2d_kernel<T, decltype(index)><<<grid_for(total), kThreads, 0, ctx.stream>>>(
           ptr<T>(out), ptr<int64_t>(indices), ptr<T>(in), p);
-    } else {
-      max_pool2d_kernel<T, int64_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
-          ptr<T>(out), ptr<int64_t>(indices), ptr<T>(in), p);
-    }
+    });
   });
   KILN_CUDA_CHECK_LAUNCH("max_pool2d");
 }
 
 void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
                          const Pool2dParams& p) {
-  const int64_t total = grad_in.numel();
+  const int64_t total = grad_in.numel(), outputs = grad_out.numel();
   if (total == 0) return;
   LaunchContext ctx(grad_in);
   const bool disjoint = windows_disjoint(p);
   if (disjoint)
     KILN_CUDA_CHECK(cudaMemsetAsync(grad_in.data_ptr(), 0, total * grad_in.itemsize(), ctx.stream),
                     "max_pool2d_backward");
-  const int64_t outputs = grad_out.numel();
+  if (disjoint && outputs == 0) return;
   dispatch_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    if (disjoint) {
-      if (outputs == 0) return;
-      if (small_index(p)) {
-        max_pool2d_scatter_kernel<T, uint32_t><<<grid_for(outputs), kThreads, 0, ctx.stream>>>(
+    with_index_type(p, [&](auto index) {
+      using I = decltype(index);
+      if (disjoint) {
+        max_pool2d_scatter_kernel<T, I><<<grid_for(outputs), kThreads, 0, ctx.stream>>>(
             ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
       } else {
-        max_pool2d_scatter_kernel<T, int64_t><<<grid_for(outputs), kThreads, 0, ctx.stream>>>(
+        max_pool2d_backward_kernel<T, I><<<grid_for(total), kThreads, 0, ctx.stream>>>(
             ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
       }
-    } else if (small_index(p)) {
-      max_pool2d_backward_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
-          ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
-    } else {
-      max_pool2d_backward_kernel<T, int64_t><<<grid_for(total), kThreads, 0, ctx.stream>>>(
-          ptr<T>(grad_in), ptr<T>(grad_out), ptr<int64_t>(indices), p);
-    }
+    });
   });
   KILN_CUDA_CHECK_LAUNCH("max_pool2d_backward");
 }
@@ -188,13 +185,10 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams&
   LaunchContext ctx(in);
   dispatch_floating(in.dtype(), "avg_pool2d", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    if (small_index(p)) {
-      avg_pool2d_kernel<T, uint32_t>
+    with_index_type(p, [&](auto index) {
+      avg_pool2d_kernel<T, decltype(index)>
           <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(out), ptr<T>(in), p);
-    } else {
-      avg_pool2d_kernel<T, int64_t>
-          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(out), ptr<T>(in), p);
-    }
+    });
   });
   KILN_CUDA_CHECK_LAUNCH("avg_pool2d");
 }
@@ -205,13 +199,10 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
   LaunchContext ctx(grad_in);
   dispatch_floating(grad_in.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    if (small_index(p)) {
-      avg_pool2d_backward_kernel<T, uint32_t>
+    with_index_type(p, [&](auto index) {
+      avg_pool2d_backward_kernel<T, decltype(index)>
           <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(grad_in), ptr<T>(grad_out), p);
-    } else {
-      avg_pool2d_backward_kernel<T, int64_t>
-          <<<grid_for(total), kThreads, 0, ctx.stream>>>(ptr<T>(grad_in), ptr<T>(grad_out), p);
-    }
+    });
   });
   KILN_CUDA_CHECK_LAUNCH("avg_pool2d_backward");
 }
