@@ -139,17 +139,76 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   return mul(unsqueeze(a, 1), unsqueeze(b, 0));
 }
 
+namespace {
+
+// beta * input + alpha * product, the tail of the add*mm family. The input broadcasts to the
+// product's shape (never the other way); beta == 0 ignores it entirely, so NaNs in it do not
+// propagate, as in PyTorch.
+Tensor add_scaled_product(const char* op, const Tensor& input, const Tensor& prod, Scalar beta,
+                          Scalar alpha) {
+  KILN_CHECK(broadcast_shapes(input.sizes(), prod.sizes(), op) == prod.sizes(), Runtime, "[", op,
+             "] input of shape ", input.sizes(), " cannot be broadcast to the product shape ",
+             prod.sizes());
+  // No promotion, as in PyTorch: a float32 input beside float64 matrices is a mistake.
+  KILN_CHECK(input.dtype() == prod.dtype(), Runtime, "[", op, "] input and the product must have "
+             "the same dtype, but got ", scalar_type_name(input.dtype()), " and ",
+             scalar_type_name(prod.dtype()));
+  Tensor scaled = alpha.to_double() == 1.0 ? prod : mul(prod, alpha);
+  if (beta.to_double() == 0.0) return scaled;
+  return add(beta.to_double() == 1.0 ? input : mul(input, beta), scaled);
+}
+
+// baddbmm / addbmm operands: two 3-D batches whose products line up.
+void check_batches(const char* op, const Tensor& b1, const Tensor& b2) {
+  KILN_CHECK(b1.dim() == 3 && b2.dim() == 3, Runtime, "[", op, "] batch1 and batch2 must be 3-D "
+             "tensors, got shapes ", b1.sizes(), " and ", b2.sizes());
+  KILN_CHECK(b1.size(0) == b2.size(0) && b1.size(2) == b2.size(1), Runtime, "[", op,
+             "] batch1 of shape ", b1.sizes(), " and batch2 of shape ", b2.sizes(),
+             " cannot be multiplied (batch ", b1.size(0), " vs ", b2.size(0), ", inner ",
+             b1.size(2), " vs ", b2.size(1), ")");
+}
+
+}  // namespace
+
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta, Scalar alpha) {
   if (auto ac = autocast_args("addmm", {input, m1, m2}))
     return addmm((*ac)[0], (*ac)[1], (*ac)[2], beta, alpha);
-  Tensor prod = mm(m1, m2);
-  KILN_CHECK(broadcast_shapes(input.sizes(), prod.sizes(), "addmm") == prod.sizes(), Runtime,
-             "[addmm] input of shape ", input.sizes(), " cannot be broadcast to the product shape ",
-             prod.sizes());
-  Tensor scaled = alpha.to_double() == 1.0 ? prod : mul(prod, alpha);
-  // beta == 0 ignores input entirely (NaNs in it do not propagate), as in PyTorch.
-  if (beta.to_double() == 0.0) return scaled;
-  return add(beta.to_double() == 1.0 ? input : mul(input, beta), scaled);
+  return add_scaled_product("addmm", input, mm(m1, m2), beta, alpha);
+}
+
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta,
+               Scalar alpha) {
+  if (auto ac = autocast_args("baddbmm", {input, b1, b2}))
+    return baddbmm((*ac)[0], (*ac)[1], (*ac)[2], beta, alpha);
+  check_batches("baddbmm", b1, b2);
+  return add_scaled_product("baddbmm", input, bmm(b1, b2), beta, alpha);
+}
+
+Tensor addbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta,
+              Scalar alpha) {
+  if (auto ac = autocast_args("addbmm", {input, b1, b2}))
+    return addbmm((*ac)[0], (*ac)[1], (*ac)[2], beta, alpha);
+  check_batches("addbmm", b1, b2);
+  // The sum over the batch of b1[i] @ b2[i] is one GEMM over the batch-and-inner dim:
+  // [n, B * m] @ [B * m, p].
+  const int64_t batch = b1.size(0), n = b1.size(1), m = b1.size(2), p = b2.size(2);
+  Tensor lhs = reshape(permute(b1, {1, 0, 2}), {n, batch * m});
+  Tensor rhs = reshape(b2, {batch * m, p});
+  return add_scaled_product("addbmm", input, mm(lhs, rhs), beta, alpha);
+}
+
+Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, Scalar beta,
+             Scalar alpha) {
+  if (auto ac = autocast_args("addmv", {input, mat, vec}))
+    return addmv((*ac)[0], (*ac)[1], (*ac)[2], beta, alpha);
+  return add_scaled_product("addmv", input, mv(mat, vec), beta, alpha);
+}
+
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta,
+            Scalar alpha) {
+  if (auto ac = autocast_args("addr", {input, vec1, vec2}))
+    return addr((*ac)[0], (*ac)[1], (*ac)[2], beta, alpha);
+  return add_scaled_product("addr", input, outer(vec1, vec2), beta, alpha);
 }
 
 Tensor inner(const Tensor& a, const Tensor& b) {

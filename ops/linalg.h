@@ -23,8 +23,21 @@ Tensor inner(const Tensor& a, const Tensor& b);
 Tensor diag(const Tensor& x, int64_t diagonal = 0);
 // Sum of a matrix's main diagonal.
 Tensor trace(const Tensor& x);
-// beta * input + alpha * (m1 @ m2).
+// beta * input + alpha * product; input broadcasts to the product's shape.
+// addmm: m1 @ m2.
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta = 1,
              Scalar alpha = 1);
+// baddbmm: b1 @ b2 per batch, [B, n, m] @ [B, m, p] -> [B, n, p].
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta = 1,
+               Scalar alpha = 1);
+// addbmm: the sum over the batch of b1[i] @ b2[i] -> [n, p].
+Tensor addbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta = 1,
+              Scalar alpha = 1);
+// addmv: mat @ vec.
+Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, Scalar beta = 1,
+             Scalar alpha = 1);
+// addr: the outer product of vec1 and vec2.
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta = 1,
+            Scalar alpha = 1);
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "ops/einsum.h"
+#include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -23,10 +24,32 @@ void init_linalg(py::module_& m, TensorClass& cls) {
   cls.def("diag", [](const Tensor& x, int64_t k) { return diag(x, k); }, py::arg("diagonal") = 0);
   m.def("trace", [](const Tensor& x) { return trace(x); }, py::arg("input"));
   cls.def("trace", [](const Tensor& x) { return trace(x); });
-  auto addmm_fn = [](const Tensor& input, const Tensor& m1, const Tensor& m2, Scalar beta,
-                     Scalar alpha) { return addmm(input, m1, m2, beta, alpha); };
-  m.def("addmm", addmm_fn, py::arg("input"), py::arg("mat1"), py::arg("mat2"), py::kw_only(),
-        py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
+  // beta * input + alpha * product: addmm, baddbmm, addbmm, addmv, addr, their Tensor methods
+  // and in-place forms (x.addmm_(m1, m2) writes the result into x).
+  using AddProduct = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, Scalar, Scalar);
+  struct AddProductOp {
+    const char* name;
+    const char* inplace_name;
+    AddProduct fn;
+    const char* arg1;
+    const char* arg2;
+  };
+  for (const AddProductOp& op : {AddProductOp{"addmm", "addmm_", &addmm, "mat1", "mat2"},
+                                 AddProductOp{"baddbmm", "baddbmm_", &baddbmm, "batch1", "batch2"},
+                                 AddProductOp{"addbmm", "addbmm_", &addbmm, "batch1", "batch2"},
+                                 AddProductOp{"addmv", "addmv_", &addmv, "mat", "vec"},
+                                 AddProductOp{"addr", "addr_", &addr, "vec1", "vec2"}}) {
+    m.def(op.name, op.fn, py::arg("input"), py::arg(op.arg1), py::arg(op.arg2), py::kw_only(),
+          py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
+    cls.def(op.name, op.fn, py::arg(op.arg1), py::arg(op.arg2), py::kw_only(),
+            py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
+    cls.def(op.inplace_name, [op](const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta,
+                                  Scalar alpha) {
+      return assign_inplace(self, {a, b}, op.inplace_name,
+                            [&](const Tensor& s) { return op.fn(s, a, b, beta, alpha); });
+    }, py::arg(op.arg1), py::arg(op.arg2), py::kw_only(), py::arg("beta") = Scalar(1),
+            py::arg("alpha") = Scalar(1));
+  }
   // einsum("ij,jk->ik", a, b) or einsum("ij,jk->ik", [a, b]).
   m.def("einsum", [](const std::string& equation, py::args operands) {
     std::vector<Tensor> ts;
@@ -37,8 +60,6 @@ void init_linalg(py::module_& m, TensorClass& cls) {
     }
     return einsum(equation, ts);
   }, py::arg("equation"));
-  cls.def("addmm", addmm_fn, py::arg("mat1"), py::arg("mat2"), py::kw_only(),
-          py::arg("beta") = Scalar(1), py::arg("alpha") = Scalar(1));
 }
 
 }  // namespace kiln::python

@@ -173,6 +173,13 @@ MATMUL = [
     ("addmm", lambda lib, c, a, b: lib.addmm(c, a, b, beta=0.5, alpha=2.0),
      [U(5), U(3, 4), U(4, 5)]),
     ("addmm_default", lambda lib, c, a, b: c.addmm(a, b), [U(3, 5), U(3, 4), U(4, 5)]),
+    ("baddbmm", lambda lib, c, a, b: lib.baddbmm(c, a, b, beta=0.5, alpha=2.0),
+     [U(3, 5), U(2, 3, 4), U(2, 4, 5)]),
+    ("baddbmm_method", lambda lib, c, a, b: c.baddbmm(a, b), [U(2, 3, 5), U(2, 3, 4), U(2, 4, 5)]),
+    ("addbmm", lambda lib, c, a, b: lib.addbmm(c, a, b, beta=0.5, alpha=2.0),
+     [U(3, 5), Strided(U(2, 3, 4)), U(2, 4, 5)]),
+    ("addmv", lambda lib, c, a, b: lib.addmv(c, a, b, alpha=-1.5), [U(3), U(3, 4), U(4)]),
+    ("addr", lambda lib, c, a, b: c.addr(a, b, beta=2.0), [U(3, 4), U(3), U(4)]),
     ("dot", lambda lib, a, b: lib.dot(a, b), [U(5), U(5)]),
     ("dot_method", lambda lib, a, b: a.dot(b), [Strided(U(5), "step"), U(5)]),
     ("outer", lambda lib, a, b: lib.outer(a, b), [U(3), U(4)]),
@@ -225,4 +232,8 @@ def test_matmul_shape_errors(device):
     check_raises(lambda lib, a, b: lib.bmm(a, b), [U(2, 3, 4), U(3, 4, 5)], device)
     check_raises(lambda lib, a, b: lib.mm(a, b), [U(3), U(3, 4)], device)
     check_raises(lambda lib, a, b: lib.dot(a, b), [U(3), U(4)], device)
+    check_raises(lambda lib, c, a, b: lib.baddbmm(c, a, b), [U(2, 3, 5), U(2, 3, 4), U(3, 4, 5)],
+                 device)
+    check_raises(lambda lib, c, a, b: lib.addbmm(c, a, b), [U(4, 5), U(2, 3, 4), U(2, 4, 5)],
+                 device)
     check_raises(lambda lib, a, b: a @ b, [U(3, 4), Fixed(ints(4, 2))], device)
