@@ -49,6 +49,23 @@ scaled_dot_product_attention = _nn.scaled_dot_product_attention
 dropout = _C._dropout
 
 
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), weight a scalar or one value per channel (dim 1)."""
+    if weight.dim() > 1:
+        raise RuntimeError(f"[prelu] Expected `weight` to be a scalar or 1D tensor, but got "
+                           f"weight of size {list(weight.shape)}")
+    if weight.numel() != 1:
+        channels = input.shape[1] if input.dim() > 1 else 1
+        if input.dim() == 0 or channels != weight.numel():
+            raise RuntimeError(f"[prelu] Mismatch of parameter numbers and input channel size: "
+                               f"weight of size {list(weight.shape)}, input of size "
+                               f"{list(input.shape)}")
+        weight = weight.reshape([-1] + [1] * (input.dim() - 2))
+    # x > 0 rather than x >= 0 so that at x == 0 the gradients are PyTorch's (weight for the
+    # input, x for the weight).
+    return _C.where(input > 0, input, weight * input)
+
+
 def bilinear(input1, input2, weight, bias=None):
     """y[..., k] = sum_ij input1[..., i] weight[k, i, j] input2[..., j] (+ bias[k])."""
     out = _C.einsum("...i,kij,...j->...k", input1, weight, input2)

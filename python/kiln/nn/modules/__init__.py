@@ -2,7 +2,7 @@
 
 from kiln.nn.modules.activation import (  # noqa: F401
     ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
-    ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softmin, Softplus, Softsign, Tanh,
+    PReLU, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softmin, Softplus, Softsign, Tanh,
 )
 from kiln.nn.modules.batchnorm import (  # noqa: F401
     BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
@@ -34,6 +34,9 @@ from kiln.nn.modules.loss import (  # noqa: F401
 )
 from kiln.nn.modules.module import Module  # noqa: F401
 from kiln.nn.modules.normalization import LayerNorm, RMSNorm  # noqa: F401
+from kiln.nn.modules.rnn import (  # noqa: F401
+    GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase,
+)
 from kiln.nn.modules.sparse import Embedding  # noqa: F401
 from kiln.nn.modules.transformer import (  # noqa: F401
     MultiheadAttention, TransformerEncoder, TransformerEncoderLayer,
@@ -74,6 +77,8 @@ __all__ = [
     "Fold",
     "GELU",
     "GLU",
+    "GRU",
+    "GRUCell",
     "GroupNorm",
     "Hardsigmoid",
     "Hardswish",
@@ -85,6 +90,8 @@ __all__ = [
     "InstanceNorm3d",
     "KLDivLoss",
     "L1Loss",
+    "LSTM",
+    "LSTMCell",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
@@ -100,11 +107,16 @@ __all__ = [
     "ModuleList",
     "MultiheadAttention",
     "NLLLoss",
+    "PReLU",
     "ParameterDict",
     "ParameterList",
     "PixelShuffle",
     "PixelUnshuffle",
     "RMSNorm",
+    "RNN",
+    "RNNBase",
+    "RNNCell",
+    "RNNCellBase",
     "ReLU",
     "ReLU6",
     "ReflectionPad1d",

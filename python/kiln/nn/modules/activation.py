@@ -1,7 +1,10 @@
 """Activation layers: thin modules over kiln.nn.functional."""
 
+import kiln
 from kiln.nn import functional as F
+from kiln.nn import init
 from kiln.nn.modules.module import Module
+from kiln.nn.parameter import Parameter
 
 
 def _inplace_repr(inplace):
@@ -201,3 +204,23 @@ class GLU(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """LeakyReLU with a learned slope: one shared (num_parameters=1) or one per channel."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(kiln.empty((num_parameters,), device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
