@@ -379,6 +379,10 @@ def test_rnn_errors():
     with pytest.raises(RuntimeError, match=r"\[RNN\.forward\] Expected hidden size \[2, 2, 4\], "
                                            r"got \[1, 2, 4\]"):
         nn.RNN(3, 4, bidirectional=True)(kiln.randn(5, 2, 3), kiln.randn(1, 2, 4))
+    with pytest.raises(TypeError, match=r"\[LSTM\.forward\] hx must be a tuple \(h, c\)"):
+        lstm(kiln.randn(5, 2, 3), kiln.randn(2, 2, 4))
+    with pytest.raises(TypeError, match=r"\[LSTMCell\.forward\] hx must be a tuple \(h, c\)"):
+        nn.LSTMCell(3, 4)(kiln.randn(2, 3), kiln.randn(2, 4))
     with pytest.raises(RuntimeError, match=r"\[GRU\.forward\] Expected sequence length"):
         nn.GRU(3, 4)(kiln.randn(0, 2, 3))
     with pytest.raises(ValueError, match=r"\[RNN\] Unknown nonlinearity 'sigmoid'"):

@@ -84,6 +84,19 @@ def _check_state(name, what, state, input, expected):
                            f"got type {state.dtype}")
 
 
+def _unpack_states(name, hx, count):
+    """hx as a list: a tensor for one state, a pair (h, c) of tensors for LSTM's two."""
+    if count == 1:
+        if not isinstance(hx, kiln.Tensor):
+            raise TypeError(f"[{name}.forward] hx must be a Tensor, got {type(hx).__name__}")
+        return [hx]
+    if not (isinstance(hx, (tuple, list)) and len(hx) == 2
+            and all(isinstance(s, kiln.Tensor) for s in hx)):
+        raise TypeError(f"[{name}.forward] hx must be a tuple (h, c) of two Tensors, got "
+                        f"{type(hx).__name__}")
+    return list(hx)
+
+
 class RNNCellBase(Module):
     """Shared parameters of the cells: weight_ih (num_chunks * hidden_size, input_size),
     weight_hh (num_chunks * hidden_size, hidden_size), bias_ih and bias_hh."""
@@ -130,13 +143,10 @@ class RNNCellBase(Module):
             zeros = kiln.zeros(expected, dtype=input.dtype, device=input.device)
             states = [zeros] * num_states
         else:
-            states = list(hx) if num_states > 1 else [hx]
+            states = _unpack_states(name, hx, num_states)
             for k, state in enumerate(states):
-                what = "hx" if num_states == 1 else f"hx[{k}]"
-                if state.dim() not in (1, 2):
-                    raise ValueError(f"[{name}.forward] Expected {what} to be 1D or 2D, got "
-                                     f"{state.dim()}D {what} of size {list(state.shape)}")
-                _check_state(name, what, state, input, expected)
+                _check_state(name, "hx" if num_states == 1 else f"hx[{k}]", state, input,
+                             expected)
         batched = input.dim() == 2
         if not batched:
             input = input.unsqueeze(0)
@@ -304,10 +314,7 @@ class RNNBase(Module):
         if hx is None:
             return [kiln.zeros(shape if batched else shape[:1] + [1] + shape[1:],
                                dtype=input.dtype, device=input.device) for shape in shapes]
-        states = list(hx) if lstm else [hx]
-        if len(states) != len(shapes):
-            raise ValueError(f"[{name}.forward] hx must be a tuple (h_0, c_0), got "
-                             f"{len(states)} tensors")
+        states = _unpack_states(name, hx, len(shapes))
         want = 3 if batched else 2
         if any(s.dim() != want for s in states):
             dims = ", ".join(f"{s.dim()}-D" for s in states)
