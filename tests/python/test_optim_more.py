@@ -177,6 +177,24 @@ def test_radam_switches_to_the_rectified_update():
     assert not np.allclose(moves[5], 0.1 * g)
 
 
+@requires_gpu
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_cuda_matches_cpu(case):
+    name, kw = case
+    starts = start_values()
+    cpu = [kiln.tensor(s, requires_grad=True) for s in starts]
+    gpu = [kiln.tensor(s).to("cuda").requires_grad_() for s in starts]
+    opt_cpu = getattr(kiln.optim, name)(cpu, **kw)
+    opt_gpu = getattr(kiln.optim, name)(gpu, **kw)
+    kiln_run(opt_cpu, cpu, kiln.float64, 4)
+    kiln_run(opt_gpu, gpu, kiln.float64, 4, "cuda")
+    for pc, pg in zip(cpu, gpu):
+        np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+    st = opt_gpu.state[gpu[0]]
+    assert st["step"].device.type == "cpu" and st["step"].item() == 4.0
+    assert all(v.device.type == "cuda" for k, v in st.items() if k not in ("step", "mu_product"))
+
 @pytest.mark.parametrize("name", list(REFERENCE))
 @pytest.mark.parametrize("dtype", [kiln.float16, kiln.bfloat16])
 def test_half_params(name, dtype):
@@ -542,8 +560,8 @@ CYCLIC = [
 ]
 
 
-@pytest.mark.parametrize("kw, scale_of", CYCLIC, ids=lambda c: str(c) if isinstance(c, dict)
-                         else "")
+@pytest.mark.parametrize("kw, scale_of", CYCLIC, ids=["triangular", "triangular2", "exp_range",
+                                                      "asymmetric", "fn-iterations", "fn-cycle"])
 @pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
 def test_cyclic_lr(kw, scale_of, optimizer):
     cls = getattr(kiln.optim, optimizer)
