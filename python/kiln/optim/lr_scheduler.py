@@ -2,6 +2,7 @@
 current one (the recursive form PyTorch uses, so sequences match it), and schedulers that
 PyTorch gives a closed form use it when stepped to an explicit epoch (SequentialLR)."""
 
+import functools
 import math
 import types
 from bisect import bisect_right
@@ -11,8 +12,9 @@ from kiln import _C
 
 __all__ = [
     "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
-    "LinearLR", "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "OneCycleLR",
-    "ReduceLROnPlateau",
+    "LinearLR", "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler",
+    "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
+    "PolynomialLR",
 ]
 
 
@@ -296,6 +298,27 @@ class CosineAnnealingLR(LRScheduler):
                 for base in self.base_lrs]
 
 
+class PolynomialLR(LRScheduler):
+    """lr = initial_lr * (1 - min(epoch, total_iters) / total_iters) ** power."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        groups = self.optimizer.param_groups
+        e, n = self.last_epoch, self.total_iters
+        if e == 0 or e > n:
+            return [g["lr"] for g in groups]
+        factor = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [g["lr"] * factor for g in groups]
+
+    def _get_closed_form_lr(self):
+        frac = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (1.0 - frac) ** self.power for base in self.base_lrs]
+
+
 class SequentialLR(LRScheduler):
     """Runs schedulers one after another, switching at the milestones."""
 
@@ -303,19 +326,7 @@ class SequentialLR(LRScheduler):
         if len(schedulers) < 1:
             raise ValueError("[SequentialLR] expects at least one scheduler, but got no "
                              "scheduler.")
-        for i, s in enumerate(schedulers):
-            if not hasattr(s, "optimizer"):
-                raise TypeError(f"[SequentialLR] at index {i} should have `optimizer` as its "
-                                f"attribute, got {type(s).__name__}")
-            if isinstance(s, ReduceLROnPlateau):
-                raise ValueError(f"[SequentialLR] does not support `ReduceLROnPlateau` "
-                                 f"scheduler as it requires additional kwargs to be specified "
-                                 f"when calling `step`, but got one at index {i} in the given "
-                                 f"schedulers sequence.")
-            if s.optimizer is not optimizer:
-                raise ValueError(f"[SequentialLR] expects all schedulers to belong to the same "
-                                 f"optimizer, but got scheduler {type(s).__name__} at index {i} "
-                                 f"with a different optimizer")
+        _check_schedulers("SequentialLR", schedulers, optimizer)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"[SequentialLR] Sequential Schedulers expects number of schedulers "
                              f"provided to be one more than the number of milestone points, but "
@@ -348,6 +359,55 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for s, sd in zip(self._schedulers, saved):
+            s.load_state_dict(sd)
+
+
+def _check_schedulers(cls_name, schedulers, optimizer):
+    """SequentialLR's and ChainedScheduler's checks of the schedulers they drive."""
+    for i, s in enumerate(schedulers):
+        if not hasattr(s, "optimizer"):
+            raise TypeError(f"[{cls_name}] at index {i} should have `optimizer` as its "
+                            f"attribute, got {type(s).__name__}")
+        if isinstance(s, ReduceLROnPlateau):
+            raise ValueError(f"[{cls_name}] does not support `ReduceLROnPlateau` scheduler as "
+                             f"it requires additional kwargs to be specified when calling "
+                             f"`step`, but got one at index {i} in the given schedulers "
+                             f"sequence.")
+        if s.optimizer is not optimizer:
+            raise ValueError(f"[{cls_name}] expects all schedulers to belong to the same "
+                             f"optimizer, but got scheduler {type(s).__name__} at index {i} "
+                             f"with a different optimizer")
+
+
+class ChainedScheduler(LRScheduler):
+    """Steps every scheduler at each step, so their factors multiply."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError("[ChainedScheduler] expects at least one scheduler to be chained, "
+                             "but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_schedulers("ChainedScheduler", schedulers, optimizer)
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = [g["lr"] for g in schedulers[-1].optimizer.param_groups]
+
+    def step(self):
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
 
     def state_dict(self):
         state = {k: v for k, v in self.__dict__.items()
@@ -470,6 +530,179 @@ class OneCycleLR(LRScheduler):
                 else:
                     group["momentum"] = momentum
         return lrs
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: cosine from initial_lr to eta_min over T_i epochs, then a restart with
+    T_i *= T_mult. step(epoch) takes fractional epochs (e.g. epoch + batch / num_batches)."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"[CosineAnnealingWarmRestarts] Expected positive integer T_0, but "
+                             f"got {T_0}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"[CosineAnnealingWarmRestarts] Expected integer T_mult >= 1, but "
+                             f"got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"[CosineAnnealingWarmRestarts] Expected float or int eta_min, but "
+                             f"got {eta_min} of type {type(eta_min)}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [self.eta_min + (base - self.eta_min)
+                * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2 for base in self.base_lrs]
+
+    def step(self, epoch=None):
+        """Advances one epoch, or jumps to `epoch` (an int or a float)."""
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        elif epoch < 0:
+            raise ValueError(f"[CosineAnnealingWarmRestarts] Expected non-negative epoch, but "
+                             f"got {epoch}")
+        elif epoch < self.T_0:
+            self.T_i = self.T_0
+            self.T_cur = epoch
+        elif self.T_mult == 1:
+            self.T_cur = epoch % self.T_0
+        else:
+            # Restart n begins at epoch T_0 * (T_mult**n - 1) / (T_mult - 1).
+            n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+            self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+            self.T_i = self.T_0 * self.T_mult**n
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            _set_lr(group, lr)
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+def _triangular_scale(x):
+    return 1.0
+
+
+def _triangular2_scale(x):
+    return 1 / (2.0 ** (x - 1))
+
+
+def _exp_range_scale(gamma, x):
+    return gamma**x
+
+
+class CyclicLR(LRScheduler):
+    """The lr cycles between base_lr and max_lr (step_size_up steps up, step_size_down down),
+    the amplitude scaled per cycle or per iteration; momentum (or Adam's beta1) cycles the
+    other way between max_momentum and base_momentum."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
+        self.optimizer = optimizer
+        base_lrs = _format_param("CyclicLR", "base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                _set_lr(group, lr)
+        self.max_lrs = _format_param("CyclicLR", "max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = step_size_up if step_size_down is None else float(step_size_down)
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"[CyclicLR] mode is invalid and scale_fn is None (mode={mode!r})")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("[CyclicLR] optimizer must support momentum or beta1 with "
+                                 "`cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _format_param("CyclicLR", "base_momentum", optimizer,
+                                                base_momentum)
+            self.max_momentums = _format_param("CyclicLR", "max_momentum", optimizer,
+                                               max_momentum)
+            if last_epoch == -1:
+                for m_max, m_base, group in zip(self.max_momentums, self.base_momentums,
+                                                optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (m_max, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m_max
+                    group["max_momentum"] = m_max
+                    group["base_momentum"] = m_base
+        super().__init__(optimizer, last_epoch)
+        # The groups' initial_lr may predate this scheduler: the cycle's floor is base_lr.
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self):
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "triangular":
+            self._scale_fn_ref = _triangular_scale
+            self.scale_mode = "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref = _triangular2_scale
+            self.scale_mode = "cycle"
+        else:
+            self._scale_fn_ref = functools.partial(_exp_range_scale, self.gamma)
+            self.scale_mode = "iterations"
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return self._scale_fn_ref(x)
+
+    def get_lr(self):
+        e = self.last_epoch
+        cycle = math.floor(1 + e / self.total_size)
+        x = 1.0 + e / self.total_size - cycle
+        if x <= self.step_ratio:
+            frac = x / self.step_ratio
+        else:
+            frac = (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else e)
+        lrs = [base + (top - base) * frac * scale
+               for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, m_base, m_max in zip(self.optimizer.param_groups, self.base_momentums,
+                                            self.max_momentums):
+                momentum = m_max - (m_max - m_base) * frac * scale
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+    def state_dict(self):
+        """As LRScheduler's, without the built-in scale function; a custom scale_fn is saved
+        as its __dict__ when it is a callable object (None for a plain function)."""
+        state = super().state_dict()
+        state.pop("_scale_fn_ref", None)
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = (None if fn is None or isinstance(fn, types.FunctionType)
+                                     else fn.__dict__.copy())
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved_fn = state_dict.pop("_scale_fn_custom")
+        super().load_state_dict(state_dict)
+        if saved_fn is not None:
+            self._scale_fn_custom.__dict__.update(saved_fn)
+        self._init_scale_fn()
 
 
 class ReduceLROnPlateau(LRScheduler):

@@ -1,6 +1,7 @@
 """The Optimizer base class: parameter groups, per-parameter state, state dicts and hooks,
 with PyTorch's behaviour. Subclasses implement ``step`` with one multi-tensor C++ call per
-param group (``kiln._C._fused_*_``)."""
+param group (``kiln._C._fused_*_``), or, for the less common optimizers, with in-place kiln
+tensor ops per parameter (``_tensor_op_step``)."""
 
 import copy
 import functools
@@ -227,6 +228,25 @@ class Optimizer:
                 key = keys[0]
                 for p, value in zip(params, made):
                     state[p][key] = value
+        return loss
+
+    def _tensor_op_step(self, closure, update):
+        """The step of optimizers that have no fused kernel: update(p, grad, state, group) per
+        parameter with a gradient, written with in-place kiln tensor ops (so it runs on every
+        device) under no_grad. Missing state is made first by self._init_state(p, state, group).
+        """
+        loss = None if closure is None else self._call_closure(closure)
+        state = self.state
+        with kiln.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    st = state[p]
+                    if not st:
+                        self._init_state(p, st, group)
+                    update(p, grad, st, group)
         return loss
 
     def register_step_pre_hook(self, hook):
