@@ -293,6 +293,25 @@ def test_index_fill_copy_inplace_autograd():
         leaf.index_fill_(0, kiln.tensor([0]), 1.0)
 
 
+def test_index_fill_copy_inplace_on_views():
+    # Writes through a transposed view land in the base tensor.
+    base = kiln.zeros(3, 4, dtype=kiln.float64)
+    view = base.t()
+    view.index_fill_(0, kiln.tensor([1]), 2.0)
+    view.index_copy_(1, kiln.tensor([2]), kiln.ones(4, 1, dtype=kiln.float64) * 5)
+    want = np.zeros((3, 4))
+    want[:, 1] = 2.0
+    want[2] = 5.0
+    assert_close(base, want)
+
+
+def test_results_do_not_require_grad():
+    x = kiln.tensor([0.5, 1.5], requires_grad=True)
+    assert not kiln.searchsorted(kiln.tensor([1.0]), x).requires_grad
+    assert not kiln.histc(x, bins=2).requires_grad
+    assert not kiln.bincount(kiln.tensor([0, 1]), x).requires_grad
+
+
 def test_index_fill_copy_bad_inputs():
     x = kiln.zeros(3, 4)
     with pytest.raises(IndexError, match=r"\[index_fill\].*int64.*int32"):
