@@ -343,11 +343,13 @@ Tensor vector_index(const Tensor& index, const char* op) {
   return reshape(index, {index.numel()});
 }
 
-// Offsets of target with the 1-D `index` along dim (index_select / index_add).
-Tensor select_offsets(const Tensor& target, int64_t d, const Tensor& index, const char* op) {
+// Offsets of target with the 1-D `index` along dim (index_select / index_add / index_fill /
+// index_copy); the bounds rule defaults to index_select's.
+Tensor select_offsets(const Tensor& target, int64_t d, const Tensor& index, const char* op,
+                      Bounds bounds = {nullptr, ErrorKind::Index, false, BoundsStyle::Self}) {
   GradModeGuard no_grad(false);
-  Tensor idx = checked_index(index, target.size(d), d,
-                             {op, ErrorKind::Index, false, BoundsStyle::Self}, target.device());
+  bounds.op = op;
+  Tensor idx = checked_index(index, target.size(d), d, bounds, target.device());
   std::vector<Tensor> all(d);
   all.push_back(idx);
   return index_offsets(target, all, op);
@@ -515,6 +517,109 @@ const Tensor& index_add_(const Tensor& self, int64_t dim, const Tensor& index, c
       self, {source}, "index_add_",
       [&](const Tensor& s) { return index_add(s, dim, index, source, alpha); },
       [&] { index_add_into(self, dim, index, source, alpha, "index_add_"); });
+}
+
+namespace {
+// index_fill and index_copy treat a 0-d self as 1-d, as PyTorch does.
+Tensor as_vector(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
+
+void index_fill_into(const Tensor& target, int64_t dim, const Tensor& index, const Tensor& value,
+                     const char* op) {
+  KILN_CHECK(index.dtype() == DType::Int64, Index, "[", op,
+             "] Expected dtype int64 for index, got ", index.dtype());
+  KILN_CHECK(index.dim() <= 1, Runtime, "[", op,
+             "] Index has to be a vector or a scalar, got shape ", index.sizes());
+  KILN_CHECK(value.dim() == 0, Runtime, "[", op,
+             "] only supports a 0-dimensional value tensor, but got tensor with ", value.dim(),
+             " dimension(s)");
+  const int64_t d = wrap_dim(dim, target.dim(), op);
+  Tensor t = as_vector(target);
+  GradModeGuard no_grad(false);
+  // Unlike index_select, index_fill accepts negative indices.
+  Tensor off = select_offsets(t, d, reshape(index, {index.numel()}), op,
+                              {op, ErrorKind::Index, true, BoundsStyle::Dim});
+  put_at(t, off, value, PutOp::Assign, op);
+}
+
+void index_copy_into(const Tensor& target, int64_t dim, const Tensor& index, const Tensor& source,
+                     const char* op) {
+  KILN_CHECK(index.dim() <= 1, Index, "[", op, "] Index should have dimension 1 or 0, got ",
+             index.sizes());
+  KILN_CHECK(index.dtype() == DType::Int64, Index, "[", op,
+             "] Expected a long tensor for index, but got ", index.dtype());
+  const int64_t d = wrap_dim(dim, target.dim(), op);
+  check_same_dtype(target, source, op);
+  // The slices (all dims but d) must agree; a 0-d source stands for a single element.
+  Shape self_slice = target.sizes(), src_slice = source.sizes();
+  if (!self_slice.empty()) self_slice.erase(self_slice.begin() + d);
+  if (!src_slice.empty() && d < source.dim()) src_slice.erase(src_slice.begin() + d);
+  KILN_CHECK(self_slice == src_slice && (source.dim() == 0 || d < source.dim()), Index, "[", op,
+             "] source and self must have the same slice shapes outside dimension ", d,
+             ", got source ", source.sizes(), " and self ", target.sizes());
+  const int64_t slots = source.dim() == 0 ? 1 : source.size(d);
+  KILN_CHECK(index.numel() == slots, Index, "[", op, "] the number of indices (", index.numel(),
+             ") must equal source.size(", d, ") (", slots, ")");
+  Tensor t = as_vector(target);
+  Shape want = t.sizes();
+  want[d] = index.numel();
+  GradModeGuard no_grad(false);
+  Tensor off = select_offsets(t, d, reshape(index, {index.numel()}), op,
+                              {op, ErrorKind::Index, false, BoundsStyle::Dim});
+  put_at(t, off, reshape(source, want), PutOp::Assign, op);
+}
+}  // namespace
+
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+  Tensor out = detached_clone(self);
+  index_fill_into(out, dim, index, value, "index_fill");
+  if (needs_grad({self, value})) {
+    const int64_t d = wrap_dim(dim, self.dim(), "index_fill");
+    record("index_fill", {self, value}, {out}, [index, d](const Grads& g, Node&) -> Grads {
+      Tensor gs = index_fill(g[0], d, index, Scalar(0));
+      // g - gs is g at the filled positions (each once, however often index repeats it).
+      return {gs, sum(sub(g[0], gs))};
+    });
+  }
+  return out;
+}
+
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, Scalar value) {
+  return index_fill(self, dim, index, scalar_value(value, self));
+}
+
+const Tensor& index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
+                          const Tensor& value) {
+  return apply_inplace(
+      self, {value}, "index_fill_",
+      [&](const Tensor& s) { return index_fill(s, dim, index, value); },
+      [&] { index_fill_into(self, dim, index, value, "index_fill_"); });
+}
+
+const Tensor& index_fill_(const Tensor& self, int64_t dim, const Tensor& index, Scalar value) {
+  return index_fill_(self, dim, index, scalar_value(value, self));
+}
+
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  Tensor out = detached_clone(self);
+  index_copy_into(out, dim, index, source, "index_copy");
+  if (needs_grad({self, source})) {
+    const int64_t d = wrap_dim(dim, self.dim(), "index_copy");
+    Shape src_shape = source.sizes();
+    record("index_copy", {self, source}, {out},
+           [index, d, src_shape](const Grads& g, Node&) -> Grads {
+             return {index_fill(g[0], d, index, Scalar(0)),
+                     reshape(index_select(g[0], d, index), src_shape)};
+           });
+  }
+  return out;
+}
+
+const Tensor& index_copy_(const Tensor& self, int64_t dim, const Tensor& index,
+                          const Tensor& source) {
+  return apply_inplace(
+      self, {source}, "index_copy_",
+      [&](const Tensor& s) { return index_copy(s, dim, index, source); },
+      [&] { index_copy_into(self, dim, index, source, "index_copy_"); });
 }
 
 namespace {

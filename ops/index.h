@@ -1,5 +1,5 @@
 // Indexing ops: advanced indexing (x[idx]), index_put, gather/scatter,
-// index_select/index_add, masked_fill/masked_select, nonzero, take/put.
+// index_select/index_add/index_fill/index_copy, masked_fill/masked_select, nonzero, take/put.
 // Integer index tensors are int64 (int32 is accepted where PyTorch accepts it);
 // all differentiable ops record backward rules written with these same ops.
 #pragma once
@@ -43,6 +43,18 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
                  Scalar alpha = 1);
 const Tensor& index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                          Scalar alpha = 1);
+
+// self with the slices at `index` (int64, negatives count from the end) along dim set to
+// value (a number or a 0-d tensor, differentiable).
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value);
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, Scalar value);
+const Tensor& index_fill_(const Tensor& self, int64_t dim, const Tensor& index,
+                          const Tensor& value);
+const Tensor& index_fill_(const Tensor& self, int64_t dim, const Tensor& index, Scalar value);
+// self with its slices at `index` (int64, in [0, size)) along dim replaced by source's, in order.
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+const Tensor& index_copy_(const Tensor& self, int64_t dim, const Tensor& index,
+                          const Tensor& source);
 
 // value: a number or a 0-d tensor; mask (bool) broadcasts with self.
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);

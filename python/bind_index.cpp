@@ -1,5 +1,6 @@
-// Indexing: x[...] / x[...] = v, and the index ops (gather, scatter, index_select,
-// index_add, masked_fill, masked_select, nonzero, take, put, index_put).
+// Indexing: x[...] / x[...] = v, the index ops (gather, scatter, index_select,
+// index_add, index_fill, index_copy, masked_fill, masked_select, nonzero, take, put,
+// index_put) and the search/bin-count ops (searchsorted, bucketize, bincount, histc).
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -9,6 +10,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
+#include "ops/search.h"
 #include "ops/view.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -306,6 +308,73 @@ void init_index(py::module_& m, TensorClass& cls) {
       },
       py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(),
       py::arg("alpha") = Scalar(1));
+
+  // index_fill(dim, index, value): the tensor overload first, so a tensor value keeps its
+  // autograd history and a 1-element non-0-d tensor is refused rather than read as a number.
+  auto fill_t = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& value) {
+    return index_fill(x, dim, index, value);
+  };
+  auto fill_s = [](const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+    return index_fill(x, dim, index, value);
+  };
+  auto fill_t_ = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& value) {
+    return index_fill_(x, dim, index, value);
+  };
+  auto fill_s_ = [](const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+    return index_fill_(x, dim, index, value);
+  };
+  m.def("index_fill", fill_t, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("value"));
+  m.def("index_fill", fill_s, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("value"));
+  cls.def("index_fill", fill_t, py::arg("dim"), py::arg("index"), py::arg("value"));
+  cls.def("index_fill", fill_s, py::arg("dim"), py::arg("index"), py::arg("value"));
+  cls.def("index_fill_", fill_t_, py::arg("dim"), py::arg("index"), py::arg("value"));
+  cls.def("index_fill_", fill_s_, py::arg("dim"), py::arg("index"), py::arg("value"));
+
+  auto copy_fn = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+    return index_copy(x, dim, index, source);
+  };
+  m.def("index_copy", copy_fn, py::arg("input"), py::arg("dim"), py::arg("index"),
+        py::arg("source"));
+  cls.def("index_copy", copy_fn, py::arg("dim"), py::arg("index"), py::arg("source"));
+  cls.def(
+      "index_copy_",
+      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+        return index_copy_(x, dim, index, source);
+      },
+      py::arg("dim"), py::arg("index"), py::arg("source"));
+
+  // searchsorted/bucketize take a tensor or a Python number as input (a number gives a 0-d
+  // result); sorter=None is an undefined tensor.
+  m.def(
+      "searchsorted",
+      [](const Tensor& seq, py::handle input, bool out_int32, bool right,
+         std::optional<std::string> side, std::optional<Tensor> sorter) {
+        return searchsorted(seq, to_tensor_arg(input, "searchsorted", "input"), out_int32, right,
+                            side, sorter.value_or(Tensor()));
+      },
+      py::arg("sorted_sequence"), py::arg("input"), py::kw_only(), py::arg("out_int32") = false,
+      py::arg("right") = false, py::arg("side") = py::none(), py::arg("sorter") = py::none());
+  m.def(
+      "bucketize",
+      [](py::handle input, const Tensor& boundaries, bool out_int32, bool right) {
+        return bucketize(to_tensor_arg(input, "bucketize", "input"), boundaries, out_int32, right);
+      },
+      py::arg("input"), py::arg("boundaries"), py::kw_only(), py::arg("out_int32") = false,
+      py::arg("right") = false);
+
+  auto bincount_fn = [](const Tensor& x, std::optional<Tensor> weights, int64_t minlength) {
+    return bincount(x, weights.value_or(Tensor()), minlength);
+  };
+  m.def("bincount", bincount_fn, py::arg("input"), py::arg("weights") = py::none(),
+        py::arg("minlength") = 0);
+  cls.def("bincount", bincount_fn, py::arg("weights") = py::none(), py::arg("minlength") = 0);
+  auto histc_fn = [](const Tensor& x, int64_t bins, Scalar min, Scalar max) {
+    return histc(x, bins, min, max);
+  };
+  m.def("histc", histc_fn, py::arg("input"), py::arg("bins") = 100, py::arg("min") = Scalar(0),
+        py::arg("max") = Scalar(0));
+  cls.def("histc", histc_fn, py::arg("bins") = 100, py::arg("min") = Scalar(0),
+          py::arg("max") = Scalar(0));
 
   // masked_fill's value: a number, or a 0-d tensor (which may require grad).
   auto fill_value = [](const Tensor& x, py::handle value) {
