@@ -160,8 +160,9 @@ void bind_factories(py::module_& m) {
       "rand",
       [](py::args args, py::kwargs kw) {
         auto o = random_options(kw, "rand", true);
-        return finish_factory(rand(factory_shape(args, o, "rand"), o.dtype.value_or(default_dtype()),
-                                   o.device.value_or(Device()), o.gen),
+        return finish_factory(rand(factory_shape(args, o, "rand"),
+                                   o.dtype.value_or(default_dtype()), o.device.value_or(Device()),
+                                   o.gen),
                               o);
       },
       "rand(*size, generator=None, dtype=None, device=None, requires_grad=False): uniform [0, 1)");

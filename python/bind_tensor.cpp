@@ -81,7 +81,8 @@ void init_tensor(py::module_& m, TensorClass& cls) {
       [](MemoryFormat f) { return std::string("kiln.") + memory_format_name(f); },
       py::is_method(formats));
   cls.def(py::init([](py::object data) {
-            if (data.is_none()) return tensor_from_data(py::list(), default_dtype(), "Tensor").impl_ptr();
+            if (data.is_none())
+              return tensor_from_data(py::list(), default_dtype(), "Tensor").impl_ptr();
             // kiln.Tensor(data) makes the default dtype, like torch.Tensor; Tensor(t) aliases t.
             if (py::isinstance<TensorImpl>(data)) return detach(data.cast<Tensor>()).impl_ptr();
             return tensor_from_data(data, default_dtype(), "Tensor").impl_ptr();

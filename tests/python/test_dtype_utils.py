@@ -365,7 +365,8 @@ def test_precision_and_sci_mode(restore_printoptions):
     kiln.set_printoptions(sci_mode=True)
     assert repr(t) == "tensor([1.23e+00, 2.50e+00])"
     kiln.set_printoptions(precision=6, sci_mode=False)
-    assert repr(kiln.tensor([1e-5, 1.0], dtype=kiln.float64)) == "tensor([0.000010, 1.000000], dtype=kiln.float64)"
+    assert (repr(kiln.tensor([1e-5, 1.0], dtype=kiln.float64)) ==
+            "tensor([0.000010, 1.000000], dtype=kiln.float64)")
     kiln.set_printoptions()  # sci_mode back to automatic; precision stays
     assert repr(kiln.tensor([1e-5, 1.0], dtype=kiln.float64)).startswith("tensor([1.000000e-05")
 
