@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include "core/flags.h"
+
 namespace kiln {
 
 size_t itemsize(DType t) {
@@ -85,6 +87,8 @@ DType promote_types(DType a, DType b) {
   }
   return itemsize(a) >= itemsize(b) ? a : b;
 }
+
+DType to_floating(DType t) { return is_floating(t) ? t : default_dtype(); }
 
 std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 

@@ -57,8 +57,9 @@ bool is_signed(DType t);
 // PyTorch's promotion lattice for two tensors of equal standing.
 DType promote_types(DType a, DType b);
 
-// The dtype that math on integer/bool inputs computes in (exp(int) -> float32).
-inline DType to_floating(DType t) { return is_floating(t) ? t : DType::Float32; }
+// The dtype that math on integer/bool inputs computes in: exp(int) gives the
+// default dtype (core/flags.h).
+DType to_floating(DType t);
 
 std::ostream& operator<<(std::ostream& os, DType t);
 

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "core/error.h"
+
 namespace kiln {
 
 namespace {
@@ -10,6 +12,7 @@ std::atomic<bool> g_cudnn_allow_tf32{true};
 std::atomic<bool> g_cudnn_benchmark{false};
 std::atomic<bool> g_cudnn_deterministic{false};
 std::atomic<bool> g_cudnn_enabled{true};
+std::atomic<DType> g_default_dtype{DType::Float32};
 }  // namespace
 
 BackendFlags backend_flags() {
@@ -28,6 +31,15 @@ void set_backend_flags(const BackendFlags& f) {
   g_cudnn_benchmark.store(f.cudnn_benchmark);
   g_cudnn_deterministic.store(f.cudnn_deterministic);
   g_cudnn_enabled.store(f.cudnn_enabled);
+}
+
+DType default_dtype() { return g_default_dtype.load(std::memory_order_relaxed); }
+
+void set_default_dtype(DType dtype) {
+  KILN_CHECK(is_floating(dtype), Type,
+             "[set_default_dtype] only floating-point types are supported as the default type, "
+             "got ", dtype);
+  g_default_dtype.store(dtype);
 }
 
 }  // namespace kiln

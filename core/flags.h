@@ -3,6 +3,8 @@
 // while another thread sets them.
 #pragma once
 
+#include "core/dtype.h"
+
 namespace kiln {
 
 struct BackendFlags {
@@ -21,5 +23,11 @@ struct BackendFlags {
 
 BackendFlags backend_flags();
 void set_backend_flags(const BackendFlags& flags);
+
+// kiln.set_default_dtype: the dtype of Python floats, of factories given no
+// dtype, and of math on integers (exp(int)). Always a floating dtype.
+DType default_dtype();
+// Throws a Type error for a non-floating dtype, as PyTorch does.
+void set_default_dtype(DType dtype);
 
 }  // namespace kiln

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "core/flags.h"
+
 namespace kiln {
 
 namespace {
@@ -29,7 +31,7 @@ DType result_type(std::initializer_list<Tensor> tensors) {
     DType dt = t.dtype();
     if (t.impl()->wrapped_number_) {
       // Python floats count as the default dtype, not float64.
-      if (is_floating(dt)) dt = DType::Float32;
+      if (is_floating(dt)) dt = default_dtype();
       wrapped_result = promote_opt(wrapped_result, dt);
     } else if (t.dim() == 0) {
       zero_result = promote_opt(zero_result, dt);
@@ -38,7 +40,7 @@ DType result_type(std::initializer_list<Tensor> tensors) {
     }
   }
   auto r = combine(dim_result, combine(zero_result, wrapped_result));
-  return r ? *r : DType::Float32;
+  return r ? *r : default_dtype();
 }
 
 DType result_type(const Tensor& a, const Tensor& b) {

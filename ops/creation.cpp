@@ -41,7 +41,7 @@ Tensor wrapped_scalar(Scalar value) {
 
 Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype, Device device) {
   const bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
-  DType dt = dtype ? *dtype : (all_int ? DType::Int64 : DType::Float32);
+  DType dt = dtype ? *dtype : (all_int ? DType::Int64 : default_dtype());
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   KILN_CHECK(st != 0, Runtime, "[arange] step must be nonzero");
   KILN_CHECK(std::isfinite(s) && std::isfinite(e), Runtime, "[arange] unsupported range: ", s,

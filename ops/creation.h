@@ -3,14 +3,16 @@
 
 #include <optional>
 
+#include "core/flags.h"
 #include "core/scalar.h"
 #include "core/tensor.h"
 
 namespace kiln {
 
-Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = {});
-Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = {});
-Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+// Factories given no dtype make the default dtype (core/flags.h), read per call.
+Tensor empty(const Shape& shape, DType dtype = default_dtype(), Device device = {});
+Tensor zeros(const Shape& shape, DType dtype = default_dtype(), Device device = {});
+Tensor ones(const Shape& shape, DType dtype = default_dtype(), Device device = {});
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device = {});
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
@@ -22,12 +24,12 @@ Tensor scalar_tensor(Scalar value, DType dtype, Device device = {});
 // A Python number as a 0-d "wrapped number" tensor (see core/promotion.h).
 Tensor wrapped_scalar(Scalar value);
 
-// dtype defaults: int64 when all of start/end/step are integers, else float32.
+// dtype defaults: int64 when all of start/end/step are integers, else the default dtype.
 Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype = std::nullopt,
               Device device = {});
-Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32,
+Tensor linspace(double start, double end, int64_t steps, DType dtype = default_dtype(),
                 Device device = {});
-Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::Float32,
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = default_dtype(),
            Device device = {});
 
 // Fills in place; bumps the version counter.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/flags.h"
 #include "core/tensor.h"
 #include "ops/philox.h"
 
@@ -47,16 +48,16 @@ const GeneratorPtr& default_generator(Device device = {});
 // Seeds the default generators of every device.
 void manual_seed(uint64_t seed);
 
-Tensor rand(const Shape& shape, DType dtype = DType::Float32, Device device = {},
+Tensor rand(const Shape& shape, DType dtype = default_dtype(), Device device = {},
             Generator* gen = nullptr);
-Tensor randn(const Shape& shape, DType dtype = DType::Float32, Device device = {},
+Tensor randn(const Shape& shape, DType dtype = default_dtype(), Device device = {},
              Generator* gen = nullptr);
 // Integers uniform in [low, high).
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::Int64,
                Device device = {}, Generator* gen = nullptr);
 Tensor randperm(int64_t n, DType dtype = DType::Int64, Device device = {},
                 Generator* gen = nullptr);
-Tensor normal(double mean, double std, const Shape& shape, DType dtype = DType::Float32,
+Tensor normal(double mean, double std, const Shape& shape, DType dtype = default_dtype(),
               Device device = {}, Generator* gen = nullptr);
 // Elementwise normal(mean[i], std[i]) over the broadcast of mean and std; not
 // differentiable (as in PyTorch, no reparameterization gradient).

@@ -222,7 +222,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   KILN_CHECK(min || max, Runtime, "[clamp] At least one of 'min' or 'max' must not be None");
   // A float bound on an integer tensor promotes, as in PyTorch.
   bool float_bound = (min && min->is_floating()) || (max && max->is_floating());
-  Tensor in = float_bound && !is_floating(x.dtype()) ? to_dtype(x, DType::Float32) : x;
+  Tensor in = float_bound && !is_floating(x.dtype()) ? to_dtype(x, to_floating(x.dtype())) : x;
   UnaryParams p;
   if (min) {
     p.a = min->to_double();

@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "core/flags.h"
 #include "ops/creation.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -21,7 +22,7 @@ void like_layout(FactoryOptions& o, const Tensor& like) {
 
 // Default dtype of full(): follows the fill value, as in PyTorch.
 DType fill_dtype(Scalar v) {
-  return v.is_floating() ? DType::Float32 : v.is_bool() ? DType::Bool : DType::Int64;
+  return v.is_floating() ? default_dtype() : v.is_bool() ? DType::Bool : DType::Int64;
 }
 
 }  // namespace
@@ -29,19 +30,19 @@ DType fill_dtype(Scalar v) {
 void init_creation(py::module_& m, TensorClass& cls) {
   m.def("empty", [](py::args args, py::kwargs kw) {
     auto o = parse_factory_options(kw, "empty", false, true);
-    return finish_factory(empty(factory_shape(args, o, "empty"), o.dtype.value_or(DType::Float32),
+    return finish_factory(empty(factory_shape(args, o, "empty"), o.dtype.value_or(default_dtype()),
                                 o.device.value_or(Device())),
                           o);
   });
   m.def("zeros", [](py::args args, py::kwargs kw) {
     auto o = parse_factory_options(kw, "zeros", false, true);
-    return finish_factory(zeros(factory_shape(args, o, "zeros"), o.dtype.value_or(DType::Float32),
+    return finish_factory(zeros(factory_shape(args, o, "zeros"), o.dtype.value_or(default_dtype()),
                                 o.device.value_or(Device())),
                           o);
   });
   m.def("ones", [](py::args args, py::kwargs kw) {
     auto o = parse_factory_options(kw, "ones", false, true);
-    return finish_factory(ones(factory_shape(args, o, "ones"), o.dtype.value_or(DType::Float32),
+    return finish_factory(ones(factory_shape(args, o, "ones"), o.dtype.value_or(default_dtype()),
                                o.device.value_or(Device())),
                           o);
   });
@@ -97,7 +98,7 @@ void init_creation(py::module_& m, TensorClass& cls) {
       "linspace",
       [](double start, double end, int64_t steps, py::kwargs kw) {
         auto o = parse_factory_options(kw, "linspace");
-        return finish_factory(linspace(start, end, steps, o.dtype.value_or(DType::Float32),
+        return finish_factory(linspace(start, end, steps, o.dtype.value_or(default_dtype()),
                                        o.device.value_or(Device())),
                               o);
       },
@@ -107,7 +108,7 @@ void init_creation(py::module_& m, TensorClass& cls) {
       [](int64_t n, std::optional<int64_t> mcols, py::kwargs kw) {
         auto o = parse_factory_options(kw, "eye");
         return finish_factory(
-            eye(n, mcols, o.dtype.value_or(DType::Float32), o.device.value_or(Device())), o);
+            eye(n, mcols, o.dtype.value_or(default_dtype()), o.device.value_or(Device())), o);
       },
       py::arg("n"), py::arg("m") = py::none());
   m.def(
@@ -115,7 +116,7 @@ void init_creation(py::module_& m, TensorClass& cls) {
       [](Scalar v, py::kwargs kw) {
         auto o = parse_factory_options(kw, "scalar_tensor");
         return finish_factory(
-            scalar_tensor(v, o.dtype.value_or(DType::Float32), o.device.value_or(Device())), o);
+            scalar_tensor(v, o.dtype.value_or(default_dtype()), o.device.value_or(Device())), o);
       },
       py::arg("s"));
 

@@ -5,6 +5,8 @@
 #include <array>
 
 #include "core/error.h"
+#include "core/promotion.h"
+#include "python/arg_parsing.h"
 #include "python/bindings.h"
 #include "python/casters.h"
 
@@ -81,6 +83,19 @@ void init_dtype_device(py::module_& m) {
   m.attr("long") = m.attr("int64");
   m.attr("int") = m.attr("int32");
   m.attr("short") = m.attr("int16");
+
+  // Promotion queries: the rules every op already applies (core/promotion.h).
+  m.def(
+      "result_type",
+      [](py::handle a, py::handle b) {
+        return result_type(to_tensor_arg(a, "result_type", "tensor1"),
+                           to_tensor_arg(b, "result_type", "tensor2"));
+      },
+      py::arg("tensor1"), py::arg("tensor2"));
+  m.def("promote_types", [](DType a, DType b) { return promote_types(a, b); }, py::arg("type1"),
+        py::arg("type2"));
+  m.def("can_cast", [](DType from, DType to) { return can_cast(from, to); }, py::arg("from_"),
+        py::arg("to"));
 
   py::class_<PyDevice>(m, "device")
       .def(py::init([](py::object spec, py::object index) {

@@ -43,6 +43,8 @@ void init_flags(py::module_& m) {
   });
   m.def("set_num_threads", &set_num_threads, py::arg("int"));
   m.def("get_num_threads", &get_num_threads);
+  m.def("set_default_dtype", [](DType d) { set_default_dtype(d); }, py::arg("d"));
+  m.def("get_default_dtype", &default_dtype);
 }
 
 }  // namespace kiln::python

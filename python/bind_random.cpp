@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/flags.h"
 #include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/random.h"
@@ -159,8 +160,9 @@ void bind_factories(py::module_& m) {
       "rand",
       [](py::args args, py::kwargs kw) {
         auto o = random_options(kw, "rand", true);
-        return finish_factory(rand(factory_shape(args, o, "rand"), o.dtype.value_or(DType::Float32),
-                                   o.device.value_or(Device()), o.gen),
+        return finish_factory(rand(factory_shape(args, o, "rand"),
+                                   o.dtype.value_or(default_dtype()), o.device.value_or(Device()),
+                                   o.gen),
                               o);
       },
       "rand(*size, generator=None, dtype=None, device=None, requires_grad=False): uniform [0, 1)");
@@ -169,7 +171,7 @@ void bind_factories(py::module_& m) {
       [](py::args args, py::kwargs kw) {
         auto o = random_options(kw, "randn", true);
         return finish_factory(
-            randn(factory_shape(args, o, "randn"), o.dtype.value_or(DType::Float32),
+            randn(factory_shape(args, o, "randn"), o.dtype.value_or(default_dtype()),
                   o.device.value_or(Device()), o.gen),
             o);
       },
@@ -243,7 +245,7 @@ void bind_factories(py::module_& m) {
                      "[normal] size is required when mean and std are numbers");
           return finish_factory(
               normal(m_s.to_double(), s_s.to_double(), parse_shape_object(size, "normal"),
-                     o.dtype.value_or(DType::Float32), o.device.value_or(Device()), o.gen),
+                     o.dtype.value_or(default_dtype()), o.device.value_or(Device()), o.gen),
               o);
         }
         KILN_CHECK(size.is_none(), Type,

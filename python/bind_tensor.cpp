@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "core/flags.h"
 #include "core/storage.h"
 #include "ops/copy.h"
 #include "ops/memory_format.h"
@@ -80,10 +81,11 @@ void init_tensor(py::module_& m, TensorClass& cls) {
       [](MemoryFormat f) { return std::string("kiln.") + memory_format_name(f); },
       py::is_method(formats));
   cls.def(py::init([](py::object data) {
-            if (data.is_none()) return tensor_from_data(py::list(), DType::Float32, "Tensor").impl_ptr();
-            // kiln.Tensor(data) makes float32, like torch.Tensor; Tensor(t) aliases t.
+            if (data.is_none())
+              return tensor_from_data(py::list(), default_dtype(), "Tensor").impl_ptr();
+            // kiln.Tensor(data) makes the default dtype, like torch.Tensor; Tensor(t) aliases t.
             if (py::isinstance<TensorImpl>(data)) return detach(data.cast<Tensor>()).impl_ptr();
-            return tensor_from_data(data, DType::Float32, "Tensor").impl_ptr();
+            return tensor_from_data(data, default_dtype(), "Tensor").impl_ptr();
           }),
           py::arg("data") = py::none())
       .def_property_readonly("shape", [](const Tensor& t) { return make_size(t.sizes()); })

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/flags.h"
 #include "ops/backend.h"
 #include "ops/copy.h"
 #include "ops/cpu/convert.h"
@@ -164,9 +165,9 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
   Shape shape;
   Leaves leaves;
   walk(data, 0, &shape, &leaves, op);
-  DType inferred = leaves.any_float ? DType::Float32
+  DType inferred = leaves.any_float ? default_dtype()
                    : leaves.any_int ? DType::Int64
-                   : leaves.values.empty() ? DType::Float32
+                   : leaves.values.empty() ? default_dtype()
                                            : DType::Bool;
   DType dt = dtype.value_or(inferred);
   Tensor out = make_tensor(shape, dt, Device());

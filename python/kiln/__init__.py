@@ -10,6 +10,14 @@ from kiln._C import *  # noqa: F401,F403  (ops, dtypes, Tensor, device)
 from kiln._C import Tensor, device, dtype  # noqa: F401
 from kiln._size import Size  # noqa: F401
 from kiln import _tensor  # noqa: F401  (Python-side Tensor methods: repr, iteration)
+from kiln._dtype_info import finfo, iinfo  # noqa: F401
+from kiln._tensor_str import set_printoptions  # noqa: F401
+from kiln.functional import (  # noqa: F401
+    broadcast_shapes,
+    broadcast_tensors,
+    cartesian_prod,
+    meshgrid,
+)
 from kiln.autograd.grad_mode import (  # noqa: F401
     enable_grad,
     inference_mode,
@@ -37,10 +45,6 @@ OutOfMemoryError = _C.OutOfMemoryError
 is_grad_enabled = _C.is_grad_enabled
 
 __version__ = "0.1.0"
-
-
-def get_default_dtype():
-    return float32
 
 
 def is_floating_point(input):

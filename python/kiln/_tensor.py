@@ -1,5 +1,8 @@
 """Tensor methods written in Python: only ones off the per-op hot path."""
 
+import warnings
+
+from kiln import _C
 from kiln._C import Tensor
 from kiln._tensor_str import tensor_repr
 
@@ -36,7 +39,59 @@ def _deepcopy(self, memo):
     return result
 
 
+# The legacy tensor type names, by dtype name: kiln.FloatTensor is torch.FloatTensor.
+_TYPE_NAMES = {
+    "bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor", "int16": "ShortTensor",
+    "int32": "IntTensor", "int64": "LongTensor", "float16": "HalfTensor",
+    "bfloat16": "BFloat16Tensor", "float32": "FloatTensor", "float64": "DoubleTensor",
+}
+_TYPE_DTYPES = {name: dtype for dtype, name in _TYPE_NAMES.items()}
+
+
+def _type_name(t):
+    prefix = "kiln.cuda." if t.device.type == "cuda" else "kiln."
+    return prefix + _TYPE_NAMES[repr(t.dtype)[len("kiln."):]]
+
+
+def _type(self, dtype=None, non_blocking=False, **kwargs):
+    """No argument: the type's name ('kiln.FloatTensor'). A dtype or such a name
+    (kiln.* or torch.*, .cuda. for the GPU): self converted to it, or self itself
+    when it already is."""
+    if dtype is None:
+        return _type_name(self)
+    if isinstance(dtype, str):
+        parts = dtype.split(".")
+        cuda = len(parts) == 3 and parts[1] == "cuda"
+        if (len(parts) not in (2, 3) or parts[0] not in ("kiln", "torch")
+                or (len(parts) == 3 and not cuda) or parts[-1] not in _TYPE_DTYPES):
+            raise ValueError(f"[Tensor.type] invalid type: {dtype!r}")
+        target = getattr(_C, _TYPE_DTYPES[parts[-1]])
+        device = "cuda" if cuda else "cpu"
+        if self.dtype == target and self.device.type == device:
+            return self
+        return self.to(device=device, dtype=target, non_blocking=non_blocking)
+    if not isinstance(dtype, _C.dtype):
+        raise TypeError(f"[Tensor.type] dtype must be a kiln.dtype or a type name string, "
+                        f"got {type(dtype).__name__}")
+    if self.dtype == dtype:
+        return self
+    return self.to(dtype=dtype, non_blocking=non_blocking)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    """A new tensor copied from data, with self's dtype and device unless given."""
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() rather than tensor.new_tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
+    return _C.tensor(data, dtype=self.dtype if dtype is None else dtype,
+                     device=self.device if device is None else device,
+                     requires_grad=requires_grad)
+
+
 Tensor.__deepcopy__ = _deepcopy
+Tensor.type = _type
+Tensor.new_tensor = _new_tensor
 Tensor.__repr__ = tensor_repr
 Tensor.__str__ = tensor_repr
 Tensor.__iter__ = _iter
