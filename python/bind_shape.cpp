@@ -79,6 +79,9 @@ void init_shape(py::module_& m, TensorClass& cls) {
   m.def(
       "vstack", [](py::object tensors) { return vstack(parse_tensor_list(tensors, "vstack")); },
       py::arg("tensors"));
+  m.def(
+      "dstack", [](py::object tensors) { return dstack(parse_tensor_list(tensors, "dstack")); },
+      py::arg("tensors"));
 
   // Splitting into views.
   auto split_fn = [](const Tensor& x, py::object sizes, int64_t dim) {
@@ -99,6 +102,15 @@ void init_shape(py::module_& m, TensorClass& cls) {
   };
   m.def("chunk", chunk_fn, py::arg("input"), py::arg("chunks"), py::arg("dim") = 0);
   cls.def("chunk", chunk_fn, py::arg("chunks"), py::arg("dim") = 0);
+  // An int (sections), a sequence of indices, or a 0-d / 1-D int64 tensor of either.
+  auto tensor_split_fn = [](const Tensor& x, py::object ios, int64_t dim) {
+    if (py::isinstance<TensorImpl>(ios)) return to_tuple(tensor_split(x, ios.cast<Tensor>(), dim));
+    if (PyLong_Check(ios.ptr())) return to_tuple(tensor_split(x, ios.cast<int64_t>(), dim));
+    return to_tuple(tensor_split(x, int_list(ios, "tensor_split"), dim));
+  };
+  m.def("tensor_split", tensor_split_fn, py::arg("input"), py::arg("indices_or_sections"),
+        py::arg("dim") = 0);
+  cls.def("tensor_split", tensor_split_fn, py::arg("indices_or_sections"), py::arg("dim") = 0);
   auto unbind_fn = [](const Tensor& x, int64_t dim) { return to_tuple(unbind(x, dim)); };
   m.def("unbind", unbind_fn, py::arg("input"), py::arg("dim") = 0);
   cls.def("unbind", unbind_fn, py::arg("dim") = 0);
@@ -123,6 +135,12 @@ void init_shape(py::module_& m, TensorClass& cls) {
   cls.def("fliplr", fliplr_fn);
   m.def("flipud", flipud_fn, py::arg("input"));
   cls.def("flipud", flipud_fn);
+  auto rot90_fn = [](const Tensor& x, int64_t k, py::object dims) {
+    return rot90(x, k, int_list(dims, "rot90"));
+  };
+  m.def("rot90", rot90_fn, py::arg("input"), py::arg("k") = 1,
+        py::arg("dims") = py::make_tuple(0, 1));
+  cls.def("rot90", rot90_fn, py::arg("k") = 1, py::arg("dims") = py::make_tuple(0, 1));
   auto roll_fn = [](const Tensor& x, py::object shifts, py::object dims) {
     std::vector<int64_t> d;
     if (!dims.is_none()) d = int_list(dims, "roll");
