@@ -264,7 +264,6 @@ Tensor kron(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim, const char* op) {
-  if (auto ac = autocast_args("cross", {a, b})) return linalg_cross((*ac)[0], (*ac)[1], dim, op);
   KILN_CHECK(a.dim() == b.dim(), Runtime, "[", op, "] inputs must have the same number of "
              "dimensions, got shapes ", a.sizes(), " and ", b.sizes());
   KILN_CHECK(a.dtype() == b.dtype(), Runtime, "[", op, "] expected input and other to have the "
@@ -282,6 +281,8 @@ Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim, const char* o
 }
 
 Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim) {
+  // Only torch.cross is on PyTorch's autocast promote list, not linalg.cross.
+  if (auto ac = autocast_args("cross", {a, b})) return cross((*ac)[0], (*ac)[1], dim);
   if (dim) return linalg_cross(a, b, *dim, "cross");
   for (int64_t i = 0; i < a.dim(); ++i)
     if (a.size(i) == 3) return linalg_cross(a, b, i, "cross");
