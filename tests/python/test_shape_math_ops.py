@@ -74,6 +74,24 @@ def test_tensor_split_errors():
         kiln.tensor_split(K(rand(4)), K([[1]], dtype=kiln.int64))
     with pytest.raises(TypeError, match=r"\[tensor_split\]"):
         kiln.tensor_split(K(rand(4)), "ab")
+    with pytest.raises(TypeError, match=r"\[tensor_split\] expected exactly one.*got 0"):
+        kiln.tensor_split(K(rand(4)))
+    with pytest.raises(TypeError, match=r"\[tensor_split\] expected exactly one.*got 2"):
+        kiln.tensor_split(K(rand(4)), 2, sections=2)
+
+
+def test_tensor_split_pytorch_overload_keywords():
+    a = rand(6, 2)
+    x = K(a)
+    for parts, expected in [(kiln.tensor_split(x, sections=4), np.array_split(a, 4)),
+                            (x.tensor_split(indices=[1, 3], dim=0), np.array_split(a, [1, 3])),
+                            (kiln.tensor_split(x, tensor_indices_or_sections=K(
+                                [1], dtype=kiln.int64), dim=1), np.array_split(a, [1], axis=1)),
+                            (kiln.tensor_split(x, indices_or_sections=2, dim=-1),
+                             np.array_split(a, 2, axis=1))]:
+        assert len(parts) == len(expected)
+        for p, e in zip(parts, expected):
+            assert_close(p, e)
 
 
 # ---------------------------------------------------------------- dstack
@@ -460,6 +478,8 @@ def _cases(tc):
         "tensor_split_indices": (lambda lib, x: x.tensor_split([1, -2, 9]), [Strided(U(5, 3))]),
         "tensor_split_tensor": (lambda lib, x: lib.tensor_split(
             x, lib.tensor([2, 3]), 1), [U(2, 5)]),
+        "tensor_split_keywords": (lambda lib, x: (lib.tensor_split(x, indices=[1, 2], dim=1),
+                                                  x.tensor_split(sections=2)), [U(2, 4)]),
         "dstack": (lambda lib, a, b, c: lib.dstack([a, b, c]), [U(3), U(1, 3), U(1, 3, 2)]),
         "rot90": (lambda lib, x: lib.rot90(x), [U(2, 3)]),
         "rot90_k3_dims": (lambda lib, x: x.rot90(3, [2, 0]), [Strided(U(2, 3, 4))]),
@@ -499,7 +519,8 @@ def _cases(tc):
     }
 
 
-CASE_NAMES = ["tensor_split_sections", "tensor_split_indices", "tensor_split_tensor", "dstack",
+CASE_NAMES = ["tensor_split_sections", "tensor_split_indices", "tensor_split_tensor",
+              "tensor_split_keywords", "dstack",
               "rot90", "rot90_k3_dims", "rot90_neg_k", "kron", "kron_ranks", "kron_int",
               "linalg_cross", "linalg_cross_bcast", "cross_dim", "cross_method", "dist",
               "dist_p1", "dist_p3", "dist_inf", "cdist", "cdist_p1_batch", "cdist_p05",
