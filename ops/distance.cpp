@@ -44,8 +44,8 @@ Tensor euclidean_mm(const Tensor& a, const Tensor& b) {
              Tensor zero = eq(d, Scalar(0.0));
              Tensor w = where(zero, zeros_like(d), div(g[0], where(zero, ones_like(d), d)));
              Tensor ga = sub(mul(x, sum(w, std::vector<int64_t>{-1}, true)), matmul(w, y));
-             Tensor gb = sub(mul(y, unsqueeze(sum(w, std::vector<int64_t>{-2}), -1)),
-                             matmul(mT(w), x));
+             Tensor gb =
+                 sub(mul(y, unsqueeze(sum(w, std::vector<int64_t>{-2}), -1)), matmul(mT(w), x));
              return {ga, gb};
            });
   }
@@ -61,19 +61,21 @@ Tensor dist(const Tensor& a, const Tensor& b, double p) {
 
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p, CdistMode mode) {
   if (auto ac = autocast_args("cdist", {x1, x2})) return cdist((*ac)[0], (*ac)[1], p, mode);
-  KILN_CHECK(x1.dim() >= 2, Runtime, "[cdist] cdist only supports at least 2D tensors, X1 got: ",
-             x1.dim(), "D (shape ", x1.sizes(), ")");
-  KILN_CHECK(x2.dim() >= 2, Runtime, "[cdist] cdist only supports at least 2D tensors, X2 got: ",
-             x2.dim(), "D (shape ", x2.sizes(), ")");
+  KILN_CHECK(x1.dim() >= 2, Runtime,
+             "[cdist] cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D (shape ",
+             x1.sizes(), ")");
+  KILN_CHECK(x2.dim() >= 2, Runtime,
+             "[cdist] cdist only supports at least 2D tensors, X2 got: ", x2.dim(), "D (shape ",
+             x2.sizes(), ")");
   KILN_CHECK(x1.size(-1) == x2.size(-1), Runtime,
              "[cdist] X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
              " X2: ", x2.size(-1), " (shapes ", x1.sizes(), " and ", x2.sizes(), ")");
-  KILN_CHECK(is_floating(x1.dtype()), Runtime,
-             "[cdist] cdist only supports floating-point dtypes, X1 got: ",
-             scalar_type_name(x1.dtype()));
-  KILN_CHECK(is_floating(x2.dtype()), Runtime,
-             "[cdist] cdist only supports floating-point dtypes, X2 got: ",
-             scalar_type_name(x2.dtype()));
+  KILN_CHECK(
+      is_floating(x1.dtype()), Runtime,
+      "[cdist] cdist only supports floating-point dtypes, X1 got: ", scalar_type_name(x1.dtype()));
+  KILN_CHECK(
+      is_floating(x2.dtype()), Runtime,
+      "[cdist] cdist only supports floating-point dtypes, X2 got: ", scalar_type_name(x2.dtype()));
   KILN_CHECK(x1.dtype() == x2.dtype(), Runtime, "[cdist] X1 and X2 must have the same dtype, got ",
              scalar_type_name(x1.dtype()), " and ", scalar_type_name(x2.dtype()));
   KILN_CHECK(x1.device() == x2.device(), Runtime,
