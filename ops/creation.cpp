@@ -96,7 +96,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, Device dev
 
 Tensor logspace(double start, double end, int64_t steps, double base, DType dtype, Device device) {
   KILN_CHECK(steps >= 0, Runtime, "[logspace] number of steps must be non-negative, got ", steps);
-  KILN_CHECK(dtype != DType::Bool, Runtime, "[logspace] not implemented for dtype Bool");
+  KILN_CHECK(dtype != DType::Bool, NotImplemented, "[logspace] not implemented for 'Bool'");
   if (is_integral(dtype, false)) {
     start = std::trunc(start);
     end = std::trunc(end);

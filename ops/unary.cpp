@@ -243,15 +243,16 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
 }
 
 Tensor frac(const Tensor& x) {
-  KILN_CHECK(is_floating(x.dtype()), Runtime, "[frac] expected a floating point tensor, got ",
-             scalar_type_name(x.dtype()));
+  // NotImplementedError, as PyTorch's dtype dispatch raises.
+  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[frac] not implemented for '",
+             scalar_type_name(x.dtype()), "': frac needs a floating point tensor");
   // trunc has a zero gradient, so the gradient of x - trunc(x) is the identity, as in PyTorch.
   return sub(x, trunc(x));
 }
 
 const Tensor& frac_(const Tensor& self) {
-  KILN_CHECK(is_floating(self.dtype()), Runtime,
-             "[frac_] expected a floating point tensor, got ", scalar_type_name(self.dtype()));
+  KILN_CHECK(is_floating(self.dtype()), NotImplemented, "[frac_] not implemented for '",
+             scalar_type_name(self.dtype()), "': frac_ needs a floating point tensor");
   return assign_inplace(self, {}, "frac_", [](const Tensor& s) { return frac(s); });
 }
 
