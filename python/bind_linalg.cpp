@@ -88,18 +88,17 @@ void init_linalg(py::module_& m, TensorClass& cls) {
   m.def(
       "cdist",
       [](const Tensor& x1, const Tensor& x2, double p, py::object compute_mode) {
+        // Only the three names, as torch.cdist (None included is a ValueError there).
+        const std::string name = py::str(compute_mode);
+        const bool is_str = py::isinstance<py::str>(compute_mode);
         CdistMode mode = CdistMode::MmIfNecessary;
-        if (!compute_mode.is_none()) {
-          const std::string name = py::str(compute_mode);
-          if (name == "use_mm_for_euclid_dist")
-            mode = CdistMode::AlwaysMm;
-          else if (name == "donot_use_mm_for_euclid_dist")
-            mode = CdistMode::NeverMm;
-          else
-            KILN_CHECK(py::isinstance<py::str>(compute_mode) &&
-                           name == "use_mm_for_euclid_dist_if_necessary",
-                       Value, "[cdist] ", name, " is not a valid value for compute_mode");
-        }
+        if (is_str && name == "use_mm_for_euclid_dist")
+          mode = CdistMode::AlwaysMm;
+        else if (is_str && name == "donot_use_mm_for_euclid_dist")
+          mode = CdistMode::NeverMm;
+        else
+          KILN_CHECK(is_str && name == "use_mm_for_euclid_dist_if_necessary", Value, "[cdist] ",
+                     name, " is not a valid value for compute_mode");
         return cdist(x1, x2, p, mode);
       },
       py::arg("x1"), py::arg("x2"), py::arg("p") = 2.0,

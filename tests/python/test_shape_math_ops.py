@@ -298,7 +298,7 @@ def test_cdist_matches_numpy(p):
     assert_close(kiln.cdist(K(c), K(d), p=p), np_cdist(c, d, p))
 
 
-@pytest.mark.parametrize("mode", [None, "use_mm_for_euclid_dist_if_necessary",
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist_if_necessary",
                                   "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"])
 def test_cdist_compute_modes(mode):
     a, b = rand(30, 5), rand(2, 7, 5)  # 30 rows: the default takes the matmul path
@@ -371,6 +371,8 @@ def test_cdist_errors():
         kiln.cdist(K(rand(2, 2, 3)), K(rand(3, 2, 3)))
     with pytest.raises(ValueError, match=r"\[cdist\] bad is not a valid value for compute_mode"):
         kiln.cdist(x, x, compute_mode="bad")
+    with pytest.raises(ValueError, match=r"\[cdist\] None is not a valid value"):
+        kiln.cdist(x, x, compute_mode=None)
 
 
 # ---------------------------------------------------------------- logspace
@@ -585,6 +587,7 @@ def test_vs_torch_errors(tc, device):
         (lambda lib, a, b: lib.cdist(a, b), [U(2, 3), U(2, 4)]),
         (lambda lib, a, b: lib.cdist(a, b, -1.0), [U(2, 3), U(2, 3)]),
         (lambda lib, a, b: lib.cdist(a, b, compute_mode="x"), [U(2, 3), U(2, 3)]),
+        (lambda lib, a, b: lib.cdist(a, b, compute_mode=None), [U(2, 3), U(2, 3)]),
         (lambda lib, x: lib.frac(x), [Fixed(ints(3))]),
         (lambda lib, x: x.deg2rad_(), [Fixed(ints(3))]),
         (lambda lib, a, b: lib.dist(a, b), [Fixed(ints(3)), Fixed(ints(3))]),
