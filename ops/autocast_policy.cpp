@@ -64,6 +64,8 @@ const std::vector<std::pair<std::string, Policy>>& own_entries() {
       {"binary_cross_entropy", Policy::Float32},
       {"rdiv", Policy::Float32},
       {"rpow", Policy::Float32},
+      {"dist", Policy::Float32},
+      {"cdist", Policy::Float32},
       // Promote: ops combining several tensors run in the widest input dtype.
       {"cat", Policy::Promote},
       {"stack", Policy::Promote},
@@ -71,6 +73,7 @@ const std::vector<std::pair<std::string, Policy>>& own_entries() {
       {"addcmul", Policy::Promote},
       {"addcdiv", Policy::Promote},
       {"dot", Policy::Promote},
+      {"cross", Policy::Promote},
       {"scatter_add", Policy::Promote},
   };
   return entries;

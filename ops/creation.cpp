@@ -68,17 +68,42 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
   return out;
 }
 
-Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
-  KILN_CHECK(steps >= 0, Runtime, "[linspace] number of steps must be non-negative, got ", steps);
+namespace {
+
+// `steps` evenly spaced float64 values on the host, filled from both ends as PyTorch
+// does, so the end point is exact.
+Tensor linspace_host(double start, double end, int64_t steps) {
   Tensor cpu = empty({steps}, DType::Float64, Device());
   double* p = cpu.data<double>();
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  // Fill symmetrically from both ends, as PyTorch does, so the end point is exact.
   const int64_t half = steps / 2;
   for (int64_t i = 0; i < steps; ++i)
     p[i] = i < half ? start + step * static_cast<double>(i)
                     : end - step * static_cast<double>(steps - 1 - i);
   if (steps == 1) p[0] = start;  // a single point is the start, not the end
+  return cpu;
+}
+
+}  // namespace
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
+  KILN_CHECK(steps >= 0, Runtime, "[linspace] number of steps must be non-negative, got ", steps);
+  Tensor cpu = linspace_host(start, end, steps);
+  Tensor out = empty({steps}, dtype, device);
+  backend(out.device()).copy(out, cpu);
+  return out;
+}
+
+Tensor logspace(double start, double end, int64_t steps, double base, DType dtype, Device device) {
+  KILN_CHECK(steps >= 0, Runtime, "[logspace] number of steps must be non-negative, got ", steps);
+  KILN_CHECK(dtype != DType::Bool, NotImplemented, "[logspace] not implemented for 'Bool'");
+  if (is_integral(dtype, false)) {
+    start = std::trunc(start);
+    end = std::trunc(end);
+  }
+  Tensor cpu = linspace_host(start, end, steps);
+  double* p = cpu.data<double>();
+  for (int64_t i = 0; i < steps; ++i) p[i] = std::pow(base, p[i]);
   Tensor out = empty({steps}, dtype, device);
   backend(out.device()).copy(out, cpu);
   return out;

@@ -29,6 +29,10 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype 
               Device device = {});
 Tensor linspace(double start, double end, int64_t steps, DType dtype = default_dtype(),
                 Device device = {});
+// base ** linspace(start, end, steps), computed in float64 on the host; integer dtypes
+// truncate start and end first, as PyTorch does.
+Tensor logspace(double start, double end, int64_t steps, double base = 10.0,
+                DType dtype = default_dtype(), Device device = {});
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = default_dtype(),
            Device device = {});
 

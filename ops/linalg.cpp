@@ -1,5 +1,7 @@
 #include "ops/linalg.h"
 
+#include <algorithm>
+
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/promotion.h"
@@ -11,6 +13,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 #include "ops/view.h"
 
 namespace kiln {
@@ -241,6 +244,49 @@ Tensor trace(const Tensor& x) {
   KILN_CHECK(x.dim() == 2, Runtime, "[trace] expected a matrix, but got tensor of shape ",
              x.sizes());
   return sum(diagonal(x));
+}
+
+Tensor kron(const Tensor& a, const Tensor& b) {
+  // Pad to one rank r, interleave as a -> [a0, 1, a1, 1, ...] and b -> [1, b0, 1, b1, ...];
+  // their broadcast product holds a_i * b_j at [i0, j0, i1, j1, ...], which merges into
+  // [a0 * b0, a1 * b1, ...] with a reshape.
+  const int64_t r = std::max(a.dim(), b.dim());
+  Shape sa(r - a.dim(), 1), sb(r - b.dim(), 1);
+  sa.insert(sa.end(), a.sizes().begin(), a.sizes().end());
+  sb.insert(sb.end(), b.sizes().begin(), b.sizes().end());
+  Shape ia, ib, out;
+  for (int64_t i = 0; i < r; ++i) {
+    ia.insert(ia.end(), {sa[i], 1});
+    ib.insert(ib.end(), {1, sb[i]});
+    out.push_back(sa[i] * sb[i]);
+  }
+  return reshape(mul(reshape(a, ia), reshape(b, ib)), out);
+}
+
+Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim, const char* op) {
+  KILN_CHECK(a.dim() == b.dim(), Runtime, "[", op, "] inputs must have the same number of "
+             "dimensions, got shapes ", a.sizes(), " and ", b.sizes());
+  KILN_CHECK(a.dtype() == b.dtype(), Runtime, "[", op, "] expected input and other to have the "
+             "same dtype, got ", scalar_type_name(a.dtype()), " and ",
+             scalar_type_name(b.dtype()));
+  const int64_t d = wrap_dim(dim, a.dim(), op);
+  KILN_CHECK(a.size(d) == 3 && b.size(d) == 3, Runtime, "[", op, "] inputs dimension ", d,
+             " must have length 3. Got ", a.size(d), " and ", b.size(d), " (shapes ", a.sizes(),
+             " and ", b.sizes(), ")");
+  broadcast_shapes(a.sizes(), b.sizes(), op);
+  // Component i of a x b is a[i+1] b[i+2] - a[i+2] b[i+1] (indices mod 3): rolling by -1
+  // and -2 lines those components up, so the whole product is two broadcast products.
+  auto shifted = [d](const Tensor& t, int64_t by) { return roll(t, {-by}, {d}); };
+  return sub(mul(shifted(a, 1), shifted(b, 2)), mul(shifted(a, 2), shifted(b, 1)));
+}
+
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim) {
+  // Only torch.cross is on PyTorch's autocast promote list, not linalg.cross.
+  if (auto ac = autocast_args("cross", {a, b})) return cross((*ac)[0], (*ac)[1], dim);
+  if (dim) return linalg_cross(a, b, *dim, "cross");
+  for (int64_t i = 0; i < a.dim(); ++i)
+    if (a.size(i) == 3) return linalg_cross(a, b, i, "cross");
+  fail(ErrorKind::Runtime, "[cross] no dimension of size 3 in input (shape ", a.sizes(), ")");
 }
 
 }  // namespace kiln

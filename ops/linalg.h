@@ -2,6 +2,8 @@
 // device implements a single kernel; the reshapes around it are views.
 #pragma once
 
+#include <optional>
+
 #include "core/scalar.h"
 #include "core/tensor.h"
 
@@ -39,5 +41,15 @@ Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, Scalar b
 // addr: the outer product of vec1 and vec2.
 Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta = 1,
             Scalar alpha = 1);
+
+// Kronecker product: the operands get leading 1s up to the same rank; result dim i has
+// size a.size(i) * b.size(i). Dtypes promote as in mul.
+Tensor kron(const Tensor& a, const Tensor& b);
+// Cross product of 3-vectors along dim (linalg.cross; batch dims broadcast, equal ranks).
+// `op` names the caller in errors.
+Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim = -1,
+                    const char* op = "linalg.cross");
+// torch.cross: without dim, the first dim of a of size 3 (PyTorch's deprecated default).
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/promotion.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
 #include "ops/backend.h"
@@ -146,6 +147,22 @@ Tensor vstack(const std::vector<Tensor>& tensors) {
   return cat(ts, 0);
 }
 
+Tensor dstack(const std::vector<Tensor>& tensors) {
+  KILN_CHECK(!tensors.empty(), Runtime, "[dstack] expects a non-empty TensorList");
+  std::vector<Tensor> ts;
+  for (const Tensor& t : tensors) {
+    if (t.dim() == 0)
+      ts.push_back(reshape(t, {1, 1, 1}));
+    else if (t.dim() == 1)
+      ts.push_back(view(t, {1, t.size(0), 1}));
+    else if (t.dim() == 2)
+      ts.push_back(unsqueeze(t, 2));
+    else
+      ts.push_back(t);
+  }
+  return cat(ts, 2);
+}
+
 std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes,
                                      int64_t dim) {
   KILN_CHECK(x.dim() > 0, Runtime, "[split] split expects at least a 1-dimensional tensor");
@@ -205,6 +222,54 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   std::vector<Tensor> out;
   for (int64_t i = 0; i < x.sizes()[d]; ++i) out.push_back(select(x, d, i));
   return out;
+}
+
+std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime, "[tensor_split] expected at least a 1-dimensional tensor, "
+             "but got a tensor with ", x.dim(), " dims");
+  KILN_CHECK(sections > 0, Runtime, "[tensor_split] number of sections must be larger than 0, "
+             "got ", sections);
+  const int64_t d = wrap_dim(dim, x.dim(), "tensor_split");
+  const int64_t n = x.size(d), small = n / sections, larger = n % sections;
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t i = 0; i < sections; ++i) {
+    const int64_t len = small + (i < larger ? 1 : 0);
+    out.push_back(slice(x, d, start, start + len));
+    start += len;
+  }
+  return out;
+}
+
+std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<int64_t>& indices,
+                                 int64_t dim) {
+  KILN_CHECK(x.dim() > 0, Runtime, "[tensor_split] expected at least a 1-dimensional tensor, "
+             "but got a tensor with ", x.dim(), " dims");
+  const int64_t d = wrap_dim(dim, x.dim(), "tensor_split");
+  std::vector<Tensor> out;
+  std::optional<int64_t> start = 0;
+  for (int64_t index : indices) {
+    out.push_back(slice(x, d, start, index));
+    start = index;
+  }
+  out.push_back(slice(x, d, start, std::nullopt));
+  return out;
+}
+
+std::vector<Tensor> tensor_split(const Tensor& x, const Tensor& indices_or_sections, int64_t dim) {
+  const Tensor& ios = indices_or_sections;
+  KILN_CHECK(ios.device().is_cpu(), Runtime, "[tensor_split] expected tensor_indices_or_sections "
+             "to be on cpu, but it's on ", ios.device());
+  KILN_CHECK(ios.dtype() == DType::Int64, Runtime, "[tensor_split] expected "
+             "tensor_indices_or_sections to have dtype of long, but got ",
+             scalar_type_name(ios.dtype()));
+  KILN_CHECK(ios.dim() <= 1, Runtime, "[tensor_split] expected tensor_indices_or_sections to be a "
+             "zero-dimensional or one-dimensional tensor, but got a tensor with ", ios.dim(),
+             " dims (shape ", ios.sizes(), ")");
+  Tensor values = contiguous(ios);
+  const int64_t* p = values.data<int64_t>();
+  if (ios.dim() == 0) return tensor_split(x, p[0], dim);
+  return tensor_split(x, std::vector<int64_t>(p, p + values.numel()), dim);
 }
 
 Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
@@ -275,6 +340,29 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vect
            [back, dims](const Grads& g, Node&) -> Grads { return {roll(g[0], back, dims)}; });
   }
   return out;
+}
+
+Tensor rot90(const Tensor& x, int64_t k, const std::vector<int64_t>& dims) {
+  const int64_t nd = x.dim();
+  KILN_CHECK(dims.size() == 2, Runtime, "[rot90] expected total rotation dims == 2, but got dims "
+             "= ", dims.size(), " (dims ", Shape(dims), ")");
+  KILN_CHECK(nd >= 2, Runtime, "[rot90] expected total dims >= 2, but got total dims = ", nd,
+             " (input shape ", x.sizes(), ")");
+  KILN_CHECK(dims[0] != dims[1] && std::abs(dims[0] - dims[1]) != nd, Runtime,
+             "[rot90] expected rotation dims to be different, but got dim0 = ", dims[0],
+             " and dim1 = ", dims[1]);
+  KILN_CHECK(dims[0] < nd && dims[0] >= -nd, Runtime, "[rot90] Rotation dim0 out of range, dim0 "
+             "= ", dims[0], " for input of shape ", x.sizes());
+  KILN_CHECK(dims[1] < nd && dims[1] >= -nd, Runtime, "[rot90] Rotation dim1 out of range, dim1 "
+             "= ", dims[1], " for input of shape ", x.sizes());
+  // A quarter turn towards dims[1] is "reverse dims[1], then swap the two"; three quarter
+  // turns reverse dims[0] instead. flip copies, so the result never aliases x.
+  switch (((k % 4) + 4) % 4) {
+    case 1: return transpose(flip(x, {dims[1]}), dims[0], dims[1]);
+    case 2: return flip(x, dims);
+    case 3: return transpose(flip(x, {dims[0]}), dims[0], dims[1]);
+    default: return clone(x);
+  }
 }
 
 Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {

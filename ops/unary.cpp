@@ -242,4 +242,34 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
   return out;
 }
 
+Tensor frac(const Tensor& x) {
+  // NotImplementedError, as PyTorch's dtype dispatch raises.
+  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[frac] not implemented for '",
+             scalar_type_name(x.dtype()), "': frac needs a floating point tensor");
+  // trunc has a zero gradient, so the gradient of x - trunc(x) is the identity, as in PyTorch.
+  return sub(x, trunc(x));
+}
+
+const Tensor& frac_(const Tensor& self) {
+  KILN_CHECK(is_floating(self.dtype()), NotImplemented, "[frac_] not implemented for '",
+             scalar_type_name(self.dtype()), "': frac_ needs a floating point tensor");
+  return assign_inplace(self, {}, "frac_", [](const Tensor& s) { return frac(s); });
+}
+
+// The factors as Python floats (wrapped numbers): integers and bools promote to float32,
+// floating inputs keep their dtype.
+constexpr double kDegToRad = 0.017453292519943295769236907684886127;
+constexpr double kRadToDeg = 57.295779513082320876798154814105170;
+
+Tensor deg2rad(const Tensor& x) { return mul(x, Scalar(kDegToRad)); }
+Tensor rad2deg(const Tensor& x) { return mul(x, Scalar(kRadToDeg)); }
+
+const Tensor& deg2rad_(const Tensor& self) {
+  return assign_inplace(self, {}, "deg2rad_", [](const Tensor& s) { return deg2rad(s); });
+}
+
+const Tensor& rad2deg_(const Tensor& self) {
+  return assign_inplace(self, {}, "rad2deg_", [](const Tensor& s) { return rad2deg(s); });
+}
+
 }  // namespace kiln

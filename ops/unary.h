@@ -32,4 +32,13 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 // Tensor bounds broadcast against x.
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 
+// Composites of table ops (no kernels of their own). frac(x) = x - trunc(x), floating
+// dtypes only; deg2rad / rad2deg scale by pi/180 or 180/pi (integers give float32).
+Tensor frac(const Tensor& x);
+const Tensor& frac_(const Tensor& self);
+Tensor deg2rad(const Tensor& x);
+const Tensor& deg2rad_(const Tensor& self);
+Tensor rad2deg(const Tensor& x);
+const Tensor& rad2deg_(const Tensor& self);
+
 }  // namespace kiln

@@ -104,6 +104,15 @@ void init_creation(py::module_& m, TensorClass& cls) {
       },
       py::arg("start"), py::arg("end"), py::arg("steps"));
   m.def(
+      "logspace",
+      [](double start, double end, int64_t steps, double base, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "logspace");
+        return finish_factory(logspace(start, end, steps, base, o.dtype.value_or(default_dtype()),
+                                       o.device.value_or(Device())),
+                              o);
+      },
+      py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("base") = 10.0);
+  m.def(
       "eye",
       [](int64_t n, std::optional<int64_t> mcols, py::kwargs kw) {
         auto o = parse_factory_options(kw, "eye");

@@ -103,6 +103,22 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   cls.def(#name "_", [](const Tensor& x) { return kiln::name##_(x); });
   KILN_UNARY_SIMPLE_OPS(KILN_BIND_UNARY)
 #undef KILN_BIND_UNARY
+  // Composite unary ops (ops/unary.h), bound the same way.
+  using UnaryFn = Tensor (*)(const Tensor&);
+  using UnaryInplaceFn = const Tensor& (*)(const Tensor&);
+  struct CompositeUnary {
+    const char* name;
+    const char* inplace_name;
+    UnaryFn fn;
+    UnaryInplaceFn inplace;
+  };
+  for (const CompositeUnary& op : {CompositeUnary{"frac", "frac_", &frac, &frac_},
+                                   CompositeUnary{"deg2rad", "deg2rad_", &deg2rad, &deg2rad_},
+                                   CompositeUnary{"rad2deg", "rad2deg_", &rad2deg, &rad2deg_}}) {
+    m.def(op.name, op.fn, py::arg("input"));
+    cls.def(op.name, op.fn);
+    cls.def(op.inplace_name, op.inplace);
+  }
 
   // Registered before the generic binary bindings so these signatures win
   // overload resolution: add/sub take alpha=, div takes rounding_mode=.

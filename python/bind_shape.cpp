@@ -79,6 +79,9 @@ void init_shape(py::module_& m, TensorClass& cls) {
   m.def(
       "vstack", [](py::object tensors) { return vstack(parse_tensor_list(tensors, "vstack")); },
       py::arg("tensors"));
+  m.def(
+      "dstack", [](py::object tensors) { return dstack(parse_tensor_list(tensors, "dstack")); },
+      py::arg("tensors"));
 
   // Splitting into views.
   auto split_fn = [](const Tensor& x, py::object sizes, int64_t dim) {
@@ -99,6 +102,30 @@ void init_shape(py::module_& m, TensorClass& cls) {
   };
   m.def("chunk", chunk_fn, py::arg("input"), py::arg("chunks"), py::arg("dim") = 0);
   cls.def("chunk", chunk_fn, py::arg("chunks"), py::arg("dim") = 0);
+  // An int (sections), a sequence of indices, or a 0-d / 1-D int64 tensor of either. PyTorch's
+  // overloads name it sections=, indices= or tensor_indices_or_sections=; its docs say
+  // indices_or_sections: all four keywords are accepted, exactly one of them given.
+  auto tensor_split_fn = [](const Tensor& x, py::object ios, int64_t dim, py::object sections,
+                            py::object indices, py::object tensor_ios) {
+    int given = ios.is_none() ? 0 : 1;
+    for (const py::object& alias : {sections, indices, tensor_ios}) {
+      if (alias.is_none()) continue;
+      ++given;
+      ios = alias;
+    }
+    KILN_CHECK(given == 1, Type, "[tensor_split] expected exactly one of indices_or_sections, "
+               "sections, indices or tensor_indices_or_sections, got ", given);
+    if (py::isinstance<TensorImpl>(ios)) return to_tuple(tensor_split(x, ios.cast<Tensor>(), dim));
+    if (PyLong_Check(ios.ptr())) return to_tuple(tensor_split(x, ios.cast<int64_t>(), dim));
+    return to_tuple(tensor_split(x, int_list(ios, "tensor_split"), dim));
+  };
+  m.def("tensor_split", tensor_split_fn, py::arg("input"),
+        py::arg("indices_or_sections") = py::none(), py::arg("dim") = 0, py::kw_only(),
+        py::arg("sections") = py::none(), py::arg("indices") = py::none(),
+        py::arg("tensor_indices_or_sections") = py::none());
+  cls.def("tensor_split", tensor_split_fn, py::arg("indices_or_sections") = py::none(),
+          py::arg("dim") = 0, py::kw_only(), py::arg("sections") = py::none(),
+          py::arg("indices") = py::none(), py::arg("tensor_indices_or_sections") = py::none());
   auto unbind_fn = [](const Tensor& x, int64_t dim) { return to_tuple(unbind(x, dim)); };
   m.def("unbind", unbind_fn, py::arg("input"), py::arg("dim") = 0);
   cls.def("unbind", unbind_fn, py::arg("dim") = 0);
@@ -123,6 +150,12 @@ void init_shape(py::module_& m, TensorClass& cls) {
   cls.def("fliplr", fliplr_fn);
   m.def("flipud", flipud_fn, py::arg("input"));
   cls.def("flipud", flipud_fn);
+  auto rot90_fn = [](const Tensor& x, int64_t k, py::object dims) {
+    return rot90(x, k, int_list(dims, "rot90"));
+  };
+  m.def("rot90", rot90_fn, py::arg("input"), py::arg("k") = 1,
+        py::arg("dims") = py::make_tuple(0, 1));
+  cls.def("rot90", rot90_fn, py::arg("k") = 1, py::arg("dims") = py::make_tuple(0, 1));
   auto roll_fn = [](const Tensor& x, py::object shifts, py::object dims) {
     std::vector<int64_t> d;
     if (!dims.is_none()) d = int_list(dims, "roll");

@@ -116,6 +116,8 @@ CASES = {
     "binary_cross_entropy_with_logits": (
         "fp32", lambda M, r, t: M.nn.functional.binary_cross_entropy_with_logits(
             r(3, 4), r(3, 4, domain="prob"))),
+    "dist": ("fp32", lambda M, r, t: M.dist(r(3, 4), r(3, 4))),
+    "cdist": ("fp32", lambda M, r, t: M.cdist(r(3, 4), r(5, 4))),
     "cat": ("promote", lambda M, r, t: M.cat([r(2, 3, kind="lo"), r(2, 3, kind="f32")])),
     "stack": ("promote", lambda M, r, t: M.stack([r(2, 3, kind="lo"), r(2, 3, kind="f32")])),
     "index_put": ("promote", lambda M, r, t: r(4, 3, kind="f32").index_put(
@@ -125,6 +127,7 @@ CASES = {
     "addcdiv": ("promote", lambda M, r, t: M.addcdiv(
         r(2, 3, kind="f32"), r(2, 3, kind="lo"), r(2, 3, kind="lo", domain="pos"))),
     "dot": ("promote", lambda M, r, t: M.dot(r(4, kind="lo"), r(4, kind="f32"))),
+    "cross": ("promote", lambda M, r, t: M.cross(r(2, 3, kind="lo"), r(2, 3, kind="f32"), dim=1)),
     "scatter_add": ("promote", lambda M, r, t: M.scatter_add(
         r(2, 3, kind="f32"), 1, t([0, 2], [1, 1]), r(2, 2, kind="lo"))),
     "atan2": ("promote", lambda M, r, t: M.atan2(r(2, 3, kind="lo"), r(2, 3, kind="f32"))),
