@@ -760,3 +760,21 @@ def test_warm_restarts_fractional_epochs_match_torch():
                                                                    sched.last_epoch])
         seqs.append(np.array(seq))
     np.testing.assert_allclose(seqs[1], seqs[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls,filled", [
+    (kiln.optim.Adam, {"amsgrad": False, "foreach": None, "decoupled_weight_decay": False}),
+    (kiln.optim.AdamW, {"decoupled_weight_decay": True}),
+    (kiln.optim.SGD, {"nesterov": False, "maximize": False, "fused": False}),
+    (kiln.optim.RAdam, {"decoupled_weight_decay": False, "capturable": False}),
+    (kiln.optim.Adadelta, {"maximize": False, "foreach": None}),
+])
+def test_load_state_dict_fills_keys_older_checkpoints_lack(cls, filled):
+    params = [kiln.nn.Parameter(kiln.randn(3))]
+    sd = cls(params, lr=0.1).state_dict()
+    for key in filled:
+        del sd["param_groups"][0][key]
+    opt = cls(params, lr=0.1)
+    opt.load_state_dict(sd)
+    for key, value in filled.items():
+        assert opt.param_groups[0][key] == value, key

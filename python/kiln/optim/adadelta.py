@@ -9,6 +9,9 @@ __all__ = ["Adadelta"]
 class Adadelta(Optimizer):
     """PyTorch's Adadelta (lr multiplies the Adadelta update; 1.0 is the paper's method)."""
 
+    _group_key_defaults = {
+        "foreach": None, "maximize": False, "differentiable": False, "capturable": False}
+
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
         _check_value("Adadelta", 0.0 <= lr, "learning rate", lr)
@@ -19,14 +22,6 @@ class Adadelta(Optimizer):
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""

@@ -10,6 +10,9 @@ __all__ = ["Adagrad"]
 class Adagrad(Optimizer):
     """PyTorch's Adagrad: state ("step", "sum") is created when the optimizer is built."""
 
+    _group_key_defaults = {
+        "foreach": None, "maximize": False, "differentiable": False, "fused": None}
+
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
         _check_value("Adagrad", 0.0 <= lr, "learning rate", lr)
@@ -32,14 +35,6 @@ class Adagrad(Optimizer):
         if not st:
             st["step"] = _new_step()
             st["sum"] = kiln.full_like(p, group["initial_accumulator_value"])
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", None)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""

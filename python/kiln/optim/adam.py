@@ -10,6 +10,10 @@ __all__ = ["Adam"]
 class Adam(Optimizer):
     """PyTorch's Adam (single-tensor algorithm; bias corrections from per-parameter steps)."""
 
+    _group_key_defaults = {
+        "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+        "differentiable": False, "fused": None, "decoupled_weight_decay": False}
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
@@ -25,17 +29,6 @@ class Adam(Optimizer):
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", None)
-            group.setdefault("decoupled_weight_decay", False)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""

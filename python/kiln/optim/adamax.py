@@ -9,6 +9,9 @@ __all__ = ["Adamax"]
 class Adamax(Optimizer):
     """PyTorch's Adamax: exp_inf = max(beta2 * exp_inf, |grad| + eps)."""
 
+    _group_key_defaults = {
+        "foreach": None, "maximize": False, "differentiable": False, "capturable": False}
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
         _check_value("Adamax", 0.0 <= lr, "learning rate", lr)
@@ -21,14 +24,6 @@ class Adamax(Optimizer):
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""

@@ -10,6 +10,10 @@ class NAdam(Optimizer):
     """PyTorch's NAdam. State "mu_product" (the product of the momentum schedule so far) is a
     0-d float32 tensor on the host, like "step", as PyTorch keeps it."""
 
+    _group_key_defaults = {
+        "foreach": None, "maximize": False, "capturable": False, "differentiable": False,
+        "decoupled_weight_decay": False}
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):
@@ -25,15 +29,6 @@ class NAdam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""

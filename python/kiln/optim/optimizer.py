@@ -124,11 +124,18 @@ class Optimizer:
         return {"defaults": self.defaults, "state": self.state,
                 "param_groups": self.param_groups}
 
+    # Param-group keys that older checkpoints may lack, with the value __setstate__ gives them
+    # (each optimizer lists its own, as PyTorch's do in their __setstate__).
+    _group_key_defaults = {}
+
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.__dict__.setdefault("_step_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_step_post_hooks", OrderedDict())
         self.__dict__.setdefault("_in_hooked_step", False)
+        for group in self.param_groups:
+            for key, value in self._group_key_defaults.items():
+                group.setdefault(key, value)
 
     def __repr__(self):
         text = type(self).__name__ + " ("

@@ -12,6 +12,10 @@ __all__ = ["RAdam"]
 class RAdam(Optimizer):
     """PyTorch's RAdam (optionally with AdamW's decoupled weight decay)."""
 
+    _group_key_defaults = {
+        "foreach": None, "maximize": False, "differentiable": False,
+        "decoupled_weight_decay": False, "capturable": False}
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
@@ -26,15 +30,6 @@ class RAdam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
-            group.setdefault("capturable", False)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""

@@ -10,6 +10,10 @@ __all__ = ["RMSprop"]
 class RMSprop(Optimizer):
     """PyTorch's RMSprop: eps is added after the square root."""
 
+    _group_key_defaults = {
+        "momentum": 0, "centered": False, "foreach": None, "maximize": False,
+        "differentiable": False, "capturable": False}
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
@@ -23,16 +27,6 @@ class RMSprop(Optimizer):
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""

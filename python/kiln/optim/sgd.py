@@ -9,6 +9,10 @@ __all__ = ["SGD"]
 class SGD(Optimizer):
     """PyTorch's SGD: momentum buffers start as the first (decayed) gradient."""
 
+    _group_key_defaults = {
+        "nesterov": False, "maximize": False, "foreach": None, "differentiable": False,
+        "fused": False}
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False, foreach=None, differentiable=False, fused=None):
         _check_value("SGD", lr >= 0.0, "learning rate", lr)
@@ -21,15 +25,6 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("[SGD] Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", False)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns closure()'s loss."""
