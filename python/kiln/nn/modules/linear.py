@@ -70,3 +70,40 @@ class Bilinear(Module):
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class LazyLinear(Linear):
+    """Linear whose in_features comes from the first input's last dimension. Until then the
+    weight is an empty (out_features, 0) placeholder; the first forward replaces it with a real
+    parameter, initialises it and turns the module into a plain Linear (as PyTorch does), so
+    build optimizers after a first (dry) run."""
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        Module.__init__(self)
+        self.in_features = 0
+        self.out_features = out_features
+        _register_empty_parameter(self, "weight", (out_features, 0), True, device, dtype)
+        _register_empty_parameter(self, "bias", (out_features,), bias, device, dtype)
+
+    def has_uninitialized_params(self):
+        return self.in_features == 0
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params():
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if not self.has_uninitialized_params():
+            return
+        if input.dim() == 0:
+            raise RuntimeError("[LazyLinear] cannot infer in_features from a 0-d input")
+        self.in_features = input.shape[-1]
+        old = self.weight
+        _register_empty_parameter(self, "weight", (self.out_features, self.in_features), True,
+                                  old.device, old.dtype)
+        self.reset_parameters()
+
+    def forward(self, input):
+        self.initialize_parameters(input)
+        self.__class__ = Linear
+        return F.linear(input, self.weight, self.bias)
