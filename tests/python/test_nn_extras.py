@@ -587,3 +587,108 @@ def test_weight_norm_gradcheck():
         return m(x)
 
     gradcheck(f, rand(2, 1), rand(2, 3))
+
+
+# ---- affine_grid / grid_sample ---------------------------------------------------------------
+
+def np_affine_grid(theta, h, w, align_corners):
+    def axis(n):
+        if n == 1:
+            return np.zeros(1)
+        c = np.linspace(-1, 1, n)
+        return c if align_corners else c * (n - 1) / n
+    xs, ys = np.meshgrid(axis(w), axis(h))
+    base = np.stack([xs, ys, np.ones_like(xs)], -1)
+    return np.einsum("hwk,njk->nhwj", base, theta)
+
+
+def np_reflect(x, lo2, hi2):
+    if lo2 == hi2:
+        return 0.0
+    lo, span = lo2 / 2, (hi2 - lo2) / 2
+    d = abs(x - lo)
+    flips = math.floor(d / span)
+    extra = math.fmod(d, span)
+    return extra + lo if flips % 2 == 0 else span - extra + lo
+
+
+def np_grid_sample(x, grid, mode, padding, ac):
+    n, c, h, w = x.shape
+    _, ho, wo, _ = grid.shape
+    out = np.zeros((n, c, ho, wo))
+
+    def coord(g, size):
+        p = (g + 1) / 2 * (size - 1) if ac else ((g + 1) * size - 1) / 2
+        if padding == "reflection":
+            p = np_reflect(p, 0, 2 * (size - 1)) if ac else np_reflect(p, -1, 2 * size - 1)
+        if padding != "zeros":
+            p = min(max(p, 0), size - 1)
+        return p
+
+    def pixel(b, xi, yi):
+        if 0 <= xi < w and 0 <= yi < h:
+            return x[b, :, yi, xi]
+        return np.zeros(c)
+
+    for b in range(n):
+        for i in range(ho):
+            for j in range(wo):
+                px, py = coord(grid[b, i, j, 0], w), coord(grid[b, i, j, 1], h)
+                if mode == "nearest":
+                    out[b, :, i, j] = pixel(b, int(np.rint(px)), int(np.rint(py)))
+                    continue
+                x0, y0 = math.floor(px), math.floor(py)
+                fx, fy = px - x0, py - y0
+                out[b, :, i, j] = (pixel(b, x0, y0) * (1 - fx) * (1 - fy)
+                                   + pixel(b, x0 + 1, y0) * fx * (1 - fy)
+                                   + pixel(b, x0, y0 + 1) * (1 - fx) * fy
+                                   + pixel(b, x0 + 1, y0 + 1) * fx * fy)
+    return out
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid(align_corners):
+    theta = rand(2, 2, 3)
+    ref = np_affine_grid(theta, 3, 4, align_corners)
+    assert_close(F.affine_grid(T(theta), (2, 5, 3, 4), align_corners), ref)
+    assert_close(F.affine_grid(T(theta), [2, 1, 1, 4], align_corners),
+                 np_affine_grid(theta, 1, 4, align_corners))
+    gradcheck(lambda t: F.affine_grid(t, (2, 1, 2, 3), align_corners), theta)
+    with pytest.raises(ValueError, match=r"\[affine_grid\]"):
+        F.affine_grid(T(rand(2, 3, 3)), (2, 1, 3, 4))
+    with pytest.raises(ValueError, match=r"\[affine_grid\]"):
+        F.affine_grid(T(np.ones((2, 2, 3), dtype=np.int64)), (2, 1, 3, 4))
+    with pytest.raises(ValueError, match=r"\[affine_grid\]"):
+        F.affine_grid(T(theta), (2, 1, 0, 4))
+    with pytest.raises(NotImplementedError, match=r"\[affine_grid\]"):
+        F.affine_grid(T(theta), (2, 1, 3))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample(mode, padding, align_corners):
+    x = rand(2, 2, 3, 4)
+    # Positions well outside [-1, 1] exercise the padding modes (reflection folds twice).
+    grid = rand(2, 3, 5, 2, low=-3.2, high=3.2)
+    ref = np_grid_sample(x, grid, mode, padding, align_corners)
+    out = F.grid_sample(T(x), T(grid), mode, padding, align_corners)
+    assert_close(out, ref)
+    assert_close(F.grid_sample(noncontig(x), T(grid), mode, padding, align_corners), ref)
+    gradcheck(lambda a: F.grid_sample(a, T(grid[:1, :2, :2]), mode, padding, align_corners),
+              x[:1])
+    if mode == "bilinear":
+        gradcheck(lambda g: F.grid_sample(T(x[:1]), g, mode, padding, align_corners),
+                  grid[:1, :2, :2])
+
+
+def test_grid_sample_errors():
+    x, g = T(rand(1, 1, 3, 3)), T(rand(1, 2, 2, 2))
+    with pytest.raises(ValueError, match=r"\[grid_sample\]"):
+        F.grid_sample(x, g, mode="area")
+    with pytest.raises(ValueError, match=r"\[grid_sample\]"):
+        F.grid_sample(x, g, padding_mode="wrap")
+    with pytest.raises(NotImplementedError, match=r"\[grid_sample\]"):
+        F.grid_sample(x, g, mode="bicubic")
+    with pytest.raises(RuntimeError, match=r"\[grid_sample\]"):
+        F.grid_sample(x, T(rand(1, 2, 2, 3)))

@@ -134,5 +134,6 @@ from kiln.nn._functional_loss import (  # noqa: E402,F401
     triplet_margin_with_distance_loss,
 )
 from kiln.nn._functional_misc import (  # noqa: E402,F401
-    channel_shuffle, local_response_norm, lp_pool1d, lp_pool2d, max_unpool1d, max_unpool2d,
+    affine_grid, channel_shuffle, grid_sample, local_response_norm, lp_pool1d, lp_pool2d,
+    max_unpool1d, max_unpool2d,
 )
