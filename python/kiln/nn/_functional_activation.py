@@ -43,14 +43,18 @@ def celu_(input, alpha=1.0):
     return celu(input, alpha, inplace=True)
 
 
-def threshold(input, threshold, value, inplace=False):
-    """x where x > threshold, else value."""
+def _threshold(input, threshold, value, inplace):
     return _apply(lambda x: kiln.where(x > threshold, x, kiln.full_like(x, value)), input,
                   inplace)
 
 
+def threshold(input, threshold, value, inplace=False):
+    """x where x > threshold, else value."""
+    return _threshold(input, threshold, value, inplace)
+
+
 def threshold_(input, threshold, value):
-    return globals()["threshold"](input, threshold, value, inplace=True)
+    return _threshold(input, threshold, value, True)
 
 
 def tanhshrink(input):
