@@ -542,6 +542,10 @@ def test_lazy_linear():
     assert np.abs(m.weight.detach().numpy()).max() <= bound
     with pytest.raises(RuntimeError):
         m(T(rand(2, 4).astype(np.float32)))
+    fresh = nn.LazyLinear(3)
+    fresh.load_state_dict(m.state_dict())
+    assert type(fresh) is nn.Linear and fresh.in_features == 5
+    assert_close(fresh(T(x)), y.detach().numpy(), kiln.float32)
     nb = nn.LazyLinear(2, bias=False, dtype=kiln.float64)
     assert nb(T(rand(4, 3))).dtype == kiln.float64 and nb.bias is None
 

@@ -97,13 +97,26 @@ class LazyLinear(Linear):
             return
         if input.dim() == 0:
             raise RuntimeError("[LazyLinear] cannot infer in_features from a 0-d input")
-        self.in_features = input.shape[-1]
+        self._materialize(input.shape[-1])
+
+    def _materialize(self, in_features):
+        self.in_features = in_features
         old = self.weight
-        _register_empty_parameter(self, "weight", (self.out_features, self.in_features), True,
+        _register_empty_parameter(self, "weight", (self.out_features, in_features), True,
                                   old.device, old.dtype)
         self.reset_parameters()
+        self.__class__ = Linear
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # A checkpoint's weight fixes in_features before the copy (its shape is checked there).
+        weight = state_dict.get(prefix + "weight")
+        if self.has_uninitialized_params() and weight is not None and weight.dim() == 2:
+            self._materialize(weight.shape[1])
+        # Not super(): the module may have just become a plain Linear.
+        Linear._load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                                     missing_keys, unexpected_keys, error_msgs)
 
     def forward(self, input):
         self.initialize_parameters(input)
-        self.__class__ = Linear
         return F.linear(input, self.weight, self.bias)
