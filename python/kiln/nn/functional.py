@@ -122,3 +122,18 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     if inplace:
         return input.copy_(out)
     return out
+
+from kiln.nn._functional_activation import (  # noqa: E402,F401
+    alpha_dropout, celu, celu_, dropout1d, dropout3d, feature_alpha_dropout, gumbel_softmax,
+    hardshrink, rrelu, rrelu_, selu, selu_, softshrink, tanhshrink, threshold, threshold_,
+)
+from kiln.nn._functional_loss import (  # noqa: E402,F401
+    cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, margin_ranking_loss,
+    multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, pairwise_distance,
+    pdist, poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+    triplet_margin_with_distance_loss,
+)
+from kiln.nn._functional_misc import (  # noqa: E402,F401
+    affine_grid, channel_shuffle, grid_sample, local_response_norm, lp_pool1d, lp_pool2d,
+    max_unpool1d, max_unpool2d,
+)

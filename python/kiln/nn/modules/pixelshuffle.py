@@ -67,3 +67,29 @@ class Fold(Module):
     def forward(self, input):
         return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
                       self.stride)
+
+
+class ChannelShuffle(Module):
+    """Interleaves the channels of `groups` equal groups (ShuffleNet)."""
+
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling with align_corners=True."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

@@ -3,8 +3,9 @@
 They are written in Python on kiln ops (linear, sigmoid, tanh, relu, chunk, stack, cat,
 dropout), so they run on every device and get their gradients from the composition. Parameter
 names, shapes, gate order (LSTM: i, f, g, o; GRU: r, z, n) and initialisation follow PyTorch,
-so state_dicts load by key in either framework. PackedSequence inputs are not supported: pass
-padded tensors (and, for variable lengths, pick each sequence's last valid output yourself).
+so state_dicts load by key in either framework. The multi-layer modules also take a
+PackedSequence (kiln.nn.utils.rnn) and then return one: each sequence runs to its own length,
+and h_n holds each sequence's last valid step.
 """
 
 import math
@@ -15,6 +16,7 @@ import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
 from kiln.nn.modules.module import Module, _register_empty_parameter
+from kiln.nn.utils.rnn import PackedSequence
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 _NONLINEARITY_MODE = {"tanh": "RNN_TANH", "relu": "RNN_RELU"}
@@ -301,12 +303,12 @@ class RNNBase(Module):
         return tuple(getattr(self, base + suffix, None)
                      for base in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"))
 
-    def _initial_states(self, input, hx, batched):
+    def _initial_states(self, input, hx, batched, batch_size=None):
         """The given or zero initial states as (num_layers * directions, N, H) tensors."""
         name = type(self).__name__
         lstm = self.mode == "LSTM"
         stacked = self.num_layers * (2 if self.bidirectional else 1)
-        batch = [input.shape[1]] if batched else []
+        batch = [input.shape[1] if batch_size is None else batch_size] if batched else []
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         shapes = [[stacked] + batch + [real_hidden]]
         if lstm:
@@ -336,8 +338,77 @@ class RNNBase(Module):
             outputs[t], state = step(gi[t], state, w_hh, b_hh, w_hr)
         return kiln.stack(outputs, 0), state
 
+    def _run_packed_direction(self, step, data, batch_sizes, state, weights, reverse):
+        """One layer in one direction over packed data: at step t only the first
+        batch_sizes[t] (longest) sequences advance, the others keep their state, so every
+        sequence ends (forward) or starts (reverse) at its own length."""
+        w_ih, w_hh, b_ih, b_hh, w_hr = weights
+        gi = F.linear(data, w_ih, b_ih)
+        offsets = [0]
+        for size in batch_sizes:
+            offsets.append(offsets[-1] + size)
+        outputs = [None] * len(batch_sizes)
+        order = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+        lstm = isinstance(state, tuple)
+        parts = list(state) if lstm else [state]
+        for t in order:
+            size = batch_sizes[t]
+            active = [s[:size] for s in parts]
+            out, new = step(gi[offsets[t]:offsets[t + 1]], tuple(active) if lstm else active[0],
+                            w_hh, b_hh, w_hr)
+            new = list(new) if lstm else [new]
+            parts = [n if size == s.shape[0] else kiln.cat([n, s[size:]], 0)
+                     for n, s in zip(new, parts)]
+            outputs[t] = out
+        return kiln.cat(outputs, 0), (tuple(parts) if lstm else parts[0])
+
+    def _forward_packed(self, packed, hx):
+        name = type(self).__name__
+        data, sizes_tensor, sorted_indices, unsorted_indices = packed
+        if data.dim() != 2 or data.shape[-1] != self.input_size:
+            raise RuntimeError(f"[{name}.forward] input.size(-1) must be equal to input_size. "
+                               f"Expected {self.input_size}, got packed data of size "
+                               f"{list(data.shape)}")
+        _check_dtype_device(name, data, self.weight_ih_l0)
+        batch_sizes = [int(v) for v in sizes_tensor.tolist()]
+        if hx is not None and sorted_indices is not None:
+            # hx comes in the caller's batch order; the packed data is sorted by length.
+            if isinstance(hx, (tuple, list)):
+                hx = tuple(h.index_select(1, sorted_indices) for h in hx)
+            else:
+                hx = hx.index_select(1, sorted_indices)
+        states = self._initial_states(data, hx, True, batch_sizes[0])
+        step = _STEP[self.mode]
+        lstm = self.mode == "LSTM"
+        directions = 2 if self.bidirectional else 1
+        layer_input = data
+        finals = []
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(directions):
+                k = layer * directions + direction
+                state = (states[0][k], states[1][k]) if lstm else states[0][k]
+                out, state = self._run_packed_direction(
+                    step, layer_input, batch_sizes, state,
+                    self._direction_weights(layer, direction), direction == 1)
+                outputs.append(out)
+                finals.append(state)
+            layer_input = outputs[0] if directions == 1 else kiln.cat(outputs, 1)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                layer_input = F.dropout(layer_input, self.dropout, True, False)
+        if lstm:
+            h_n = [kiln.stack([h for h, _ in finals], 0), kiln.stack([c for _, c in finals], 0)]
+        else:
+            h_n = [kiln.stack(finals, 0)]
+        if unsorted_indices is not None:
+            h_n = [h.index_select(1, unsorted_indices) for h in h_n]
+        output = PackedSequence(layer_input, sizes_tensor, sorted_indices, unsorted_indices)
+        return output, (tuple(h_n) if lstm else h_n[0])
+
     def forward(self, input, hx=None):
         name = type(self).__name__
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if input.dim() not in (2, 3):
             raise ValueError(f"[{name}.forward] Expected input to be 2D or 3D, got "
                              f"{input.dim()}D input of size {list(input.shape)}")

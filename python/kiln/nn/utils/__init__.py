@@ -1,5 +1,7 @@
-"""kiln.nn.utils: gradient clipping and parameter/vector conversion."""
+"""kiln.nn.utils: gradient clipping, parameter/vector conversion, weight norm and packed
+sequences (kiln.nn.utils.rnn)."""
 
+from kiln.nn.utils import rnn  # noqa: F401
 from kiln.nn.utils.clip_grad import (  # noqa: F401
     clip_grad_norm_,
     clip_grad_value_,
@@ -10,3 +12,4 @@ from kiln.nn.utils.convert_parameters import (  # noqa: F401
     parameters_to_vector,
     vector_to_parameters,
 )
+from kiln.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401
