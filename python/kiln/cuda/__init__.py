@@ -21,6 +21,18 @@ from kiln.cuda.memory import (  # noqa: F401
 from kiln.cuda.streams import Event, Stream  # noqa: F401
 from kiln.cuda._utils import _device_index, _runtime
 from kiln.cuda import amp  # noqa: F401  (torch.cuda.amp spelling)
+from kiln.cuda import nvtx  # noqa: F401
+from kiln.cuda.random import (  # noqa: F401
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 OutOfMemoryError = _C.OutOfMemoryError
 
@@ -86,6 +98,15 @@ def get_device_name(device=None):
 def get_device_capability(device=None):
     p = get_device_properties(device)
     return (p.major, p.minor)
+
+
+def is_bf16_supported(including_emulation=True):
+    """Whether the current device runs bfloat16 natively (compute capability 8.0+).
+
+    kiln's CUDA kernels are built for sm_90 only, so there is no emulated path;
+    without a GPU the answer is False.
+    """
+    return is_available() and get_device_capability()[0] >= 8
 
 
 def synchronize(device=None):
