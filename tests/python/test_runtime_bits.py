@@ -39,6 +39,23 @@ def test_deterministic_flag_getters(deterministic):
     assert not kiln.is_deterministic_algorithms_warn_only_enabled()
 
 
+@pytest.mark.parametrize("mode,expected", [(0, (False, False)), ("warn", (True, True)),
+                                           (2, (True, False)), ("default", (False, False))])
+def test_deterministic_debug_mode(deterministic, mode, expected):
+    kiln.set_deterministic_debug_mode(mode)
+    assert (kiln.are_deterministic_algorithms_enabled(),
+            kiln.is_deterministic_algorithms_warn_only_enabled()) == expected
+    assert kiln.get_deterministic_debug_mode() == {(False, False): 0, (True, True): 1,
+                                                   (True, False): 2}[expected]
+
+
+def test_deterministic_debug_mode_rejects_unknown_modes():
+    with pytest.raises(RuntimeError, match=r"\[set_deterministic_debug_mode\] invalid mode"):
+        kiln.set_deterministic_debug_mode("loud")
+    with pytest.raises(RuntimeError, match=r"\[set_deterministic_debug_mode\] invalid mode 3"):
+        kiln.set_deterministic_debug_mode(3)
+
+
 def test_deterministic_mode_must_be_a_bool():
     with pytest.raises(TypeError, match=r"\[use_deterministic_algorithms\] mode must be a bool"):
         kiln.use_deterministic_algorithms(1)
