@@ -180,10 +180,21 @@ def test_cuda_seeding_without_a_gpu_is_a_no_op():
     assert kiln.cuda.get_rng_state_all() == []
 
 
+def test_cuda_default_generators_are_the_ones_kiln_cuda_seeds():
+    gens = kiln.cuda.default_generators
+    assert len(gens) == kiln.cuda.device_count()
+    for i, g in enumerate(gens):
+        assert g.device == kiln.device(f"cuda:{i}")
+        assert np.array_equal(g.get_state().numpy(), kiln.cuda.get_rng_state(i).numpy())
+    with pytest.raises(AttributeError):
+        kiln.cuda.no_such_attribute
+
+
 @requires_gpu
 def test_cuda_rng_state_replays_cuda_samplers():
     kiln.cuda.manual_seed(11)
     assert kiln.cuda.initial_seed() == 11
+    assert kiln.cuda.default_generators[kiln.cuda.current_device()].initial_seed() == 11
     state = kiln.cuda.get_rng_state()
     cpu_state = kiln.get_rng_state()
     first = draws("cuda")

@@ -153,3 +153,11 @@ class StreamContext:
 
     def __exit__(self, *exc):
         return self._cm.__exit__(*exc)
+
+
+def __getattr__(name):
+    # torch.cuda.default_generators: one per visible device, read when asked for since the
+    # device count is not known at import time.
+    if name == "default_generators":
+        return tuple(_C._default_generator(f"cuda:{i}") for i in range(device_count()))
+    raise AttributeError(f"module 'kiln.cuda' has no attribute {name!r}")
