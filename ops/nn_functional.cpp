@@ -4,7 +4,6 @@
 
 #include "autograd/function.h"
 #include "core/determinism.h"
-#include "core/determinism.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
@@ -126,11 +125,7 @@ Tensor row_gather_compute(const Tensor& src, const Tensor& index) {
   return out;
 }
 
-// CUDA adds the rows with atomics, so float sums vary with the arrival order.
-Tensor row_scatter_add_compute(const Tensor& src, const Tensor& index, int64_t rows,
-                               const char* op) {
-  if (src.device().is_cuda() && !is_integral(src.dtype(), true))
-    alert_not_deterministic(op, src.device());
+Tensor row_scatter_add_compute(const Tensor& src, const Tensor& index, int64_t rows) {
   Tensor s = contiguous(src);
   Tensor out = zeros({rows, s.size(1)}, s.dtype(), s.device());
   require_kernel(backend(s.device()).row_scatter_add, "row_scatter_add", s.device())(out, s, index);
@@ -180,23 +175,13 @@ Tensor gather_rows(const Tensor& src, const Tensor& index) {
   return out;
 }
 
-namespace {
-
-// scatter_add_rows, naming `op` when deterministic algorithms refuse it.
-Tensor scatter_add_rows_for(const Tensor& src, const Tensor& index, int64_t rows,
-                            const char* op) {
-  Tensor out = row_scatter_add_compute(src, index, rows, op);
+Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
+  Tensor out = row_scatter_add_compute(src, index, rows);
   if (needs_grad({src})) {
     record("scatter_add_rows", {src}, {out},
            [index](const Grads& g, Node&) -> Grads { return {gather_rows(g[0], index)}; });
   }
   return out;
-}
-
-}  // namespace
-
-Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
-  return scatter_add_rows_for(src, index, rows, "scatter_add_rows");
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
@@ -250,10 +235,10 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
                GradModeGuard no_grad(false);
                Tensor ones_col = ones({index.numel(), 1}, rows_grad.dtype(), rows_grad.device());
                Tensor freq =
-                   row_gather_compute(row_scatter_add_compute(ones_col, index, rows, "embedding_backward"), index);
+                   row_gather_compute(row_scatter_add_compute(ones_col, index, rows), index);
                rows_grad = div(rows_grad, freq);
              }
-             return {scatter_add_rows_for(rows_grad, index, rows, "embedding_backward")};
+             return {scatter_add_rows(rows_grad, index, rows)};
            });
   }
   return out;

@@ -14,8 +14,8 @@
 #include <cmath>
 
 #include "autograd/function.h"
-#include "core/dtype.h"
 #include "core/determinism.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "ops/binary.h"
 #include "ops/copy.h"

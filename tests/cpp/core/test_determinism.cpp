@@ -37,8 +37,8 @@ TEST(Determinism, RaisesARuntimeErrorNamingTheOp) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Runtime);
     const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind("[index_add_] does not have a deterministic implementation on cuda", 0),
-              0u) << msg;
+    EXPECT_EQ(msg.rfind("[index_add_] does not have a deterministic implementation on cuda", 0), 0u)
+        << msg;
     EXPECT_NE(msg.find("kiln.use_deterministic_algorithms(True)"), std::string::npos);
   }
 }
