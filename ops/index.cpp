@@ -5,6 +5,8 @@
 // strides, so writes through views (x[:, 1][idx] = v) land in the base.
 #include "ops/index.h"
 
+#include <algorithm>
+
 #include "autograd/function.h"
 #include "core/determinism.h"
 #include "core/error.h"
@@ -366,8 +368,13 @@ Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
   Tensor out = take_at(self, index_offsets(self, indices, "index"), "index");
   if (needs_grad({self})) {
     Shape shape = self.sizes();
-    record("index", {self}, {out}, [indices, shape](const Grads& g, Node&) -> Grads {
-      return {index_put(zeros(shape, g[0].dtype(), g[0].device()), indices, g[0], true)};
+    // Masks alone pick each element at most once, so assigning into zeros equals
+    // accumulating and avoids CUDA's atomics (refused under deterministic algorithms).
+    const bool repeats = std::any_of(indices.begin(), indices.end(), [](const Tensor& t) {
+      return t.defined() && t.dtype() != DType::Bool && t.dtype() != DType::UInt8;
+    });
+    record("index", {self}, {out}, [indices, shape, repeats](const Grads& g, Node&) -> Grads {
+      return {index_put(zeros(shape, g[0].dtype(), g[0].device()), indices, g[0], repeats)};
     });
   }
   return out;

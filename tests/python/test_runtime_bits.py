@@ -110,6 +110,21 @@ def test_cuda_atomic_ops_warn_only(deterministic, case):
         np.testing.assert_allclose(out.cpu().numpy(), expected.numpy())
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_mask_indexing_backward_stays_allowed(deterministic, device):
+    # A mask picks each element once, so its backward needs no accumulation.
+    x = kiln.tensor([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], device=device).requires_grad_()
+    (x[x > 0] * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), [[2, 0, 2], [0, 2, 0]])
+    y = kiln.tensor([1.0, 2.0, 3.0], device=device).requires_grad_()
+    if device == "cuda":
+        with pytest.raises(RuntimeError, match=r"\[index_put\] does not have a deterministic"):
+            y[kiln.tensor([0, 0, 2], device=device)].sum().backward()
+    else:
+        y[kiln.tensor([0, 0, 2])].sum().backward()
+        np.testing.assert_array_equal(y.grad.numpy(), [2, 0, 1])
+
+
 @requires_gpu
 def test_cuda_integer_accumulation_is_deterministic(deterministic):
     # Integer atomic sums do not depend on the order, so nothing is refused.
