@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "core/determinism.h"
 #include "core/error.h"
 #include "core/flags.h"
 #include "cuda/cudnn_api.h"
@@ -406,7 +407,9 @@ std::optional<Choice> from_search(cudnnHandle_t h, Descriptors& d, const Problem
 // Runs one pass; false when cuDNN has no algorithm for it.
 template <typename Pass>
 bool run_pass(const Problem& p, const Operands& o) {
-  const BackendFlags f = backend_flags();
+  BackendFlags f = backend_flags();
+  // use_deterministic_algorithms(True) restricts cuDNN as backends.cudnn.deterministic does.
+  f.cudnn_deterministic = f.cudnn_deterministic || deterministic_algorithms();
   const cudnnMathType_t policy = math_policy(p.dtype, f.cudnn_allow_tf32);
   DeviceGuard guard(p.device);
   cudnnHandle_t h = handle_for(p);

@@ -5,7 +5,10 @@
 // strides, so writes through views (x[:, 1][idx] = v) land in the base.
 #include "ops/index.h"
 
+#include <algorithm>
+
 #include "autograd/function.h"
+#include "core/determinism.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
@@ -199,6 +202,10 @@ void put_at(const Tensor& self, const Tensor& offsets, const Tensor& values, Put
   KILN_CHECK(ok, Runtime, "[", op, "] shape mismatch: value tensor of shape ", values.sizes(),
              " cannot be broadcast to indexing result of shape ", target);
   Device dev = self.device();
+  // CUDA accumulates with atomics; float sums then depend on the arrival order,
+  // integer sums do not.
+  if (put == PutOp::Add && dev.is_cuda() && !is_integral(self.dtype(), true))
+    alert_not_deterministic(op, dev);
   Tensor v = contiguous(prepare_operand(values, self.dtype(), target, dev));
   if (offsets.numel() > 0) require_kernel(backend(dev).index_put, op, dev)(put, self, offsets, v);
 }
@@ -361,8 +368,13 @@ Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
   Tensor out = take_at(self, index_offsets(self, indices, "index"), "index");
   if (needs_grad({self})) {
     Shape shape = self.sizes();
-    record("index", {self}, {out}, [indices, shape](const Grads& g, Node&) -> Grads {
-      return {index_put(zeros(shape, g[0].dtype(), g[0].device()), indices, g[0], true)};
+    // Masks alone pick each element at most once, so assigning into zeros equals
+    // accumulating and avoids CUDA's atomics (refused under deterministic algorithms).
+    const bool repeats = std::any_of(indices.begin(), indices.end(), [](const Tensor& t) {
+      return t.defined() && t.dtype() != DType::Bool && t.dtype() != DType::UInt8;
+    });
+    record("index", {self}, {out}, [indices, shape, repeats](const Grads& g, Node&) -> Grads {
+      return {index_put(zeros(shape, g[0].dtype(), g[0].device()), indices, g[0], repeats)};
     });
   }
   return out;

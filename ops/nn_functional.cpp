@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/function.h"
+#include "core/determinism.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
@@ -220,6 +221,11 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   if (needs_grad({weight})) {
     record("embedding", {weight}, {out},
            [index, rows, width, padding_idx, scale_grad_by_freq](const Grads& g, Node&) -> Grads {
+             // Repeated indices are the norm here, and CUDA sums their rows with float
+             // atomics in arrival order. (nll_loss's gather_rows indices are distinct, so
+             // scatter_add_rows itself does not alert.)
+             if (g[0].device().is_cuda() && !is_integral(g[0].dtype(), true))
+               alert_not_deterministic("embedding_backward", g[0].device());
              Tensor rows_grad = reshape(g[0], {index.numel(), width});
              if (padding_idx) {
                Tensor keep = to_dtype(ne(index, Scalar(*padding_idx)), rows_grad.dtype());

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "autograd/function.h"
+#include "core/determinism.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "ops/binary.h"
@@ -145,6 +146,7 @@ Tensor bincount(const Tensor& input, const Tensor& weights, int64_t minlength) {
   Tensor idx = to_dtype(input, DType::Int64);
   if (!weights.defined())
     return index_add(zeros({n}, DType::Int64, dev), 0, idx, ones({idx.numel()}, DType::Int64, dev));
+  if (dev.is_cuda()) alert_not_deterministic("bincount", dev);
   const DType out = weights.dtype() == DType::Float32 ? DType::Float32 : DType::Float64;
   return index_add(zeros({n}, out, dev), 0, idx, to_dtype(weights, out));
 }

@@ -1,6 +1,7 @@
 // kiln._C switches: numerics flags behind kiln.backends and the CPU thread count.
 #include <pybind11/pybind11.h>
 
+#include "core/determinism.h"
 #include "core/error.h"
 #include "core/flags.h"
 #include "core/parallel.h"
@@ -22,9 +23,30 @@ bool* field(BackendFlags& f, const std::string& name) {
   fail(ErrorKind::Value, "[kiln.backends] unknown flag '", name, "'");
 }
 
+// C++ warnings become Python UserWarnings (so warnings filters apply); ops run
+// with the GIL held. A filter that turns the warning into an error raises it.
+void python_warning(const std::string& message) {
+  py::gil_scoped_acquire gil;
+  if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0) throw py::error_already_set();
+}
+
 }  // namespace
 
 void init_flags(py::module_& m) {
+  set_warning_handler(&python_warning);
+  m.def(
+      "use_deterministic_algorithms",
+      [](py::handle mode, bool warn_only) {
+        KILN_CHECK(PyBool_Check(mode.ptr()), Type,
+                   "[use_deterministic_algorithms] mode must be a bool, not ",
+                   std::string(py::str(py::type::of(mode).attr("__name__"))));
+        set_deterministic_algorithms(mode.ptr() == Py_True, warn_only);
+      },
+      py::arg("mode"), py::kw_only(), py::arg("warn_only") = false,
+      "Makes ops without a deterministic implementation on their device raise a RuntimeError "
+      "(or warn, with warn_only=True) and limits cuDNN to deterministic algorithms.");
+  m.def("are_deterministic_algorithms_enabled", &deterministic_algorithms);
+  m.def("is_deterministic_algorithms_warn_only_enabled", &deterministic_warn_only);
   m.def("_get_backend_flag", [](const std::string& name) {
     BackendFlags f = backend_flags();
     return *field(f, name);

@@ -142,6 +142,13 @@ void bind_generator(py::module_& m) {
       .def_property_readonly("device", &Generator::device);
 
   m.attr("default_generator") = default_generator();
+  // The default generator of any device (kiln.cuda's seeding and RNG-state functions).
+  m.def(
+      "_default_generator",
+      [](py::object device) {
+        return default_generator(parse_device(device, "default_generator"));
+      },
+      py::arg("device"));
   m.def("_manual_seed", [](py::handle seed) { manual_seed(to_seed(seed, "manual_seed")); });
   m.def("_seed", [] {
     const uint64_t s = default_generator()->seed();

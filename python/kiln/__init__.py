@@ -5,6 +5,8 @@ package re-exports them and adds the pure-Python parts (grad-mode context
 managers, nn, optim, data utilities).
 """
 
+import builtins as _builtins
+
 from kiln import _C
 from kiln._C import *  # noqa: F401,F403  (ops, dtypes, Tensor, device)
 from kiln._C import Tensor, device, dtype  # noqa: F401
@@ -66,3 +68,29 @@ def set_float32_matmul_precision(precision):
 
 def get_float32_matmul_precision():
     return "high" if backends.cuda.matmul.allow_tf32 else "highest"
+
+
+_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_deterministic_debug_mode(debug_mode):
+    """0/"default": off; 1/"warn": use_deterministic_algorithms(True, warn_only=True);
+    2/"error": use_deterministic_algorithms(True)."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _DEBUG_MODES:
+            raise RuntimeError(f"[set_deterministic_debug_mode] invalid mode {debug_mode!r}: "
+                               "expected 'default', 'warn' or 'error'")
+        debug_mode = _DEBUG_MODES[debug_mode]
+    elif not isinstance(debug_mode, _builtins.int):  # kiln.int is a dtype here
+        raise TypeError("[set_deterministic_debug_mode] debug_mode must be a str or int, not "
+                        f"{type(debug_mode).__name__}")
+    if debug_mode not in (0, 1, 2):
+        raise RuntimeError(f"[set_deterministic_debug_mode] invalid mode {debug_mode}: "
+                           "expected 0, 1 or 2")
+    _C.use_deterministic_algorithms(debug_mode > 0, warn_only=debug_mode == 1)
+
+
+def get_deterministic_debug_mode():
+    if not _C.are_deterministic_algorithms_enabled():
+        return 0
+    return 1 if _C.is_deterministic_algorithms_warn_only_enabled() else 2

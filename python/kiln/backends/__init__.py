@@ -1,3 +1,4 @@
-"""kiln.backends: numerics switches of the CUDA libraries, named as in PyTorch."""
+"""kiln.backends: numerics switches of the CUDA libraries and backend queries, named as in
+PyTorch."""
 
-from kiln.backends import cuda, cudnn  # noqa: F401
+from kiln.backends import cpu, cuda, cudnn, mps  # noqa: F401

@@ -21,6 +21,18 @@ from kiln.cuda.memory import (  # noqa: F401
 from kiln.cuda.streams import Event, Stream  # noqa: F401
 from kiln.cuda._utils import _device_index, _runtime
 from kiln.cuda import amp  # noqa: F401  (torch.cuda.amp spelling)
+from kiln.cuda import nvtx  # noqa: F401
+from kiln.cuda.random import (  # noqa: F401
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 OutOfMemoryError = _C.OutOfMemoryError
 
@@ -88,6 +100,15 @@ def get_device_capability(device=None):
     return (p.major, p.minor)
 
 
+def is_bf16_supported(including_emulation=True):
+    """Whether the current device runs bfloat16 natively (compute capability 8.0+).
+
+    kiln's CUDA kernels are built for sm_90 only, so there is no emulated path;
+    without a GPU the answer is False.
+    """
+    return is_available() and get_device_capability()[0] >= 8
+
+
 def synchronize(device=None):
     """Waits for all work on `device` (default: the current device) to finish."""
     _runtime("_cuda_synchronize")(_device_index(device))
@@ -132,3 +153,11 @@ class StreamContext:
 
     def __exit__(self, *exc):
         return self._cm.__exit__(*exc)
+
+
+def __getattr__(name):
+    # torch.cuda.default_generators: one per visible device, read when asked for since the
+    # device count is not known at import time.
+    if name == "default_generators":
+        return tuple(_C._default_generator(f"cuda:{i}") for i in range(device_count()))
+    raise AttributeError(f"module 'kiln.cuda' has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from kiln.utils.data.collate import default_collate, default_convert  # noqa: F401
 from kiln.utils.data.dataloader import DataLoader  # noqa: F401
+from kiln.utils.data.distributed import DistributedSampler  # noqa: F401
 from kiln.utils.data.dataset import (  # noqa: F401
     ChainDataset,
     ConcatDataset,
