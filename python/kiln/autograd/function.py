@@ -109,9 +109,10 @@ class Function(metaclass=_FunctionMeta):
         if _C._is_anomaly_enabled():
             ctx._forward_trace = "".join(traceback.format_stack()[:-1])
         # Only what backward's checks need: holding the inputs would keep them alive.
+        output_info = (positions, len(outputs))
         input_info = [(tuple(a.shape), a.requires_grad) if isinstance(a, _C.Tensor) else None
                       for a in args]
-        backward = functools.partial(_run_backward, cls, ctx, input_info)
+        backward = functools.partial(_run_backward, cls, ctx, input_info, output_info)
         wired, _ = _C._record_function(cls._backward_name, tensor_inputs, tensor_outputs,
                                        [t for t in ctx.to_save], non_diff, list(ctx._dirty),
                                        ctx.materialize_grads, backward)
@@ -135,12 +136,17 @@ def _check_grad_shape(cls, index, grad, target):
                            f"shape compatible with {list(target)}")
 
 
-def _run_backward(cls, ctx, args, node, grads):
-    """Called by the C++ node: runs cls.backward and maps its result onto the
+def _run_backward(cls, ctx, args, output_info, node, grads):
+    """Called by the C++ node with the gradients of the tensor outputs: runs
+    cls.backward (None for non-tensor outputs) and maps its result onto the
     tensor inputs, checking count and shapes."""
+    positions, n_outputs = output_info
+    all_grads = [None] * n_outputs
+    for i, g in zip(positions, grads):
+        all_grads[i] = g
     ctx._node = node
     try:
-        result = cls.backward(ctx, *grads)
+        result = cls.backward(ctx, *all_grads)
     except Exception as e:
         if _C._is_anomaly_enabled():
             _report_anomaly(cls, ctx, e)
@@ -188,7 +194,7 @@ class _DelayedError(Function):
     gradients are differentiated again: that raises instead of being silently wrong."""
 
     @staticmethod
-    def forward(ctx, message, *grads):
+    def forward(ctx, message, anchor, *grads):
         ctx.message = message
         return tuple(g.detach() if g is not None else None for g in grads)
 
@@ -207,14 +213,20 @@ def once_differentiable(fn):
             outputs = fn(ctx, *args)
         if not _C.is_grad_enabled():
             return outputs
-        requires_grad = any(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        # Saved inputs count too: with create_graph the result depends on them
+        # even when the incoming gradients are constants.
+        requires_grad = any(isinstance(a, _C.Tensor) and a.requires_grad
+                            for a in args + tuple(ctx.saved_tensors))
         if not requires_grad:
             return outputs
         single = not isinstance(outputs, tuple)
         seq = (outputs,) if single else outputs
         message = "trying to differentiate twice a function that was marked with " \
                   "@once_differentiable"
-        wrapped = _DelayedError.apply(message, *[
+        # The anchor requires grad, so the node is recorded even when the
+        # gradients themselves were computed from constants.
+        anchor = _C.empty((0,)).requires_grad_(True)
+        wrapped = _DelayedError.apply(message, anchor, *[
             g if isinstance(g, _C.Tensor) else None for g in seq])
         if not isinstance(wrapped, tuple):
             wrapped = (wrapped,)
