@@ -10,6 +10,8 @@ from kiln.autograd import Function
 from kiln.autograd.function import once_differentiable
 from helpers import assert_close, rand, requires_gpu
 
+pytestmark = pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+
 
 def leaf(a):
     return kiln.tensor(a).requires_grad_(True)
@@ -364,8 +366,9 @@ def test_once_differentiable():
 
 def test_anomaly_flag_and_context_managers():
     assert not kiln.autograd.is_anomaly_enabled()
-    with kiln.autograd.detect_anomaly():
-        assert kiln.autograd.is_anomaly_enabled()
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
+        with kiln.autograd.detect_anomaly():
+            assert kiln.autograd.is_anomaly_enabled()
     assert not kiln.autograd.is_anomaly_enabled()
     with kiln.autograd.set_detect_anomaly(True):
         assert kiln.autograd.is_anomaly_enabled()

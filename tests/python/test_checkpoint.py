@@ -103,6 +103,26 @@ def test_checkpoint_sequential_matches_sequential():
         checkpoint_sequential(model, 9, x, use_reentrant=True)
 
 
+@requires_gpu
+def test_checkpoint_dropout_on_cuda_replays_the_mask():
+    if not hasattr(kiln.cuda, "get_rng_state"):
+        pytest.skip("kiln.cuda.get_rng_state is missing: CUDA dropout masks are not replayed")
+    kiln.manual_seed(0)
+    lin = kiln.nn.Linear(4, 5).double().to("cuda")
+
+    def block(t):
+        return F.dropout(lin(t).tanh(), 0.5, True)
+
+    x = kiln.tensor(rand(3, 4), device="cuda")
+    results = []
+    for run in (block, lambda t: checkpoint(block, t, use_reentrant=True)):
+        xg = x.detach().requires_grad_(True)
+        kiln.manual_seed(5)
+        (run(xg) ** 2).sum().backward()
+        results.append(xg.grad.cpu().numpy())
+    assert_close(kiln.tensor(results[1]), results[0])
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_gpu)])
 def test_checkpoint_vs_torch(device):
     torch = pytest.importorskip("torch")

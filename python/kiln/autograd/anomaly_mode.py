@@ -1,6 +1,9 @@
 """Anomaly detection: errors in backward name the node that raised them, and a
 backward node producing NaN raises (kiln.autograd.detect_anomaly)."""
 
+import functools
+import warnings
+
 from kiln import _C
 
 
@@ -34,6 +37,8 @@ class detect_anomaly:
         self.prev = False
 
     def __enter__(self):
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", stacklevel=2)
         self.prev = _C._is_anomaly_enabled()
         _C._set_anomaly_enabled(True)
         return self
@@ -43,8 +48,6 @@ class detect_anomaly:
         return False
 
     def __call__(self, fn):
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with detect_anomaly():

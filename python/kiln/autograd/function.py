@@ -182,6 +182,8 @@ def _report_anomaly(cls, ctx, error):
     trace = getattr(ctx, "_forward_trace", "")
     warnings.warn(f"Error detected in {cls._backward_name}. Traceback of forward call that caused "
                   f"the error:\n{trace}", RuntimeWarning, stacklevel=2)
+    if "Error detected in " in str(error):
+        return  # a node inside this backward (checkpoint's recomputation) named itself
     try:
         error.args = (f"[autograd] Error detected in {cls._backward_name}: {error}",) + \
             error.args[1:]
