@@ -103,7 +103,7 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 // become aliases (the input keeps its own history); inputs marked dirty take
 // the node as their new history (through rebase_history, so views work).
 py::tuple record_function(const std::string& name, const std::vector<Tensor>& inputs,
-                          std::vector<Tensor> outputs, const std::vector<Tensor>& to_save,
+                          std::vector<Tensor> outputs, py::handle to_save_list,
                           const std::vector<bool>& non_differentiable,
                           const std::vector<Tensor>& dirty, bool materialize_grads,
                           py::object backward) {
@@ -138,7 +138,7 @@ py::tuple record_function(const std::string& name, const std::vector<Tensor>& in
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
   }
-  for (const Tensor& t : to_save) {
+  for (const Tensor& t : tensor_list(to_save_list, "save_for_backward")) {
     SavedTensor saved(t);
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (same_tensor(t, outputs[i]) && outputs[i].grad_fn() == node) {

@@ -101,6 +101,33 @@ def test_non_tensor_inputs_and_needs_input_grad():
                                    (leaf(rand(2, 3)), leaf(rand(2, 3))))
 
 
+def test_save_none_and_vjp_spelling():
+    class Double(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(None, x)
+            return x * 2
+
+        @staticmethod
+        def vjp(ctx, g):
+            missing, x = ctx.saved_tensors
+            assert missing is None and x.shape == g.shape
+            return g * 2
+
+    x = leaf(rand(3))
+    Double.apply(x).sum().backward()
+    assert_close(x.grad, np.full(3, 2.0))
+
+    class SavesNumber(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(3)
+            return x
+
+    with pytest.raises(TypeError, match=r"\[save_for_backward\].*got int"):
+        SavesNumber.apply(leaf(rand(3)))
+
+
 def test_no_graph_without_grad():
     x = leaf(rand(3))
     with kiln.no_grad():

@@ -114,7 +114,7 @@ class Function(metaclass=_FunctionMeta):
                       for a in args]
         backward = functools.partial(_run_backward, cls, ctx, input_info, output_info)
         wired, _ = _C._record_function(cls._backward_name, tensor_inputs, tensor_outputs,
-                                       [t for t in ctx.to_save], non_diff, list(ctx._dirty),
+                                       list(ctx.to_save), non_diff, list(ctx._dirty),
                                        ctx.materialize_grads, backward)
         # The node now owns the saved tensors (see _C._FunctionNode).
         ctx.to_save = ()
@@ -146,7 +146,9 @@ def _run_backward(cls, ctx, args, output_info, node, grads):
         all_grads[i] = g
     ctx._node = node
     try:
-        result = cls.backward(ctx, *all_grads)
+        # `vjp` is PyTorch's other name for backward; a subclass may define either.
+        backward = cls.backward if cls.backward is not Function.backward else cls.vjp
+        result = backward(ctx, *all_grads)
     except Exception as e:
         if _C._is_anomaly_enabled():
             _report_anomaly(cls, ctx, e)
