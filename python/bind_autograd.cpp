@@ -60,8 +60,8 @@ class PyFunctionNode final : public Node {
     py::gil_scoped_acquire gil;
     py::list args;
     for (const Tensor& g : grads) args.append(g.defined() ? py::cast(g) : py::none());
-    py::object result = backward_(py::cast(std::static_pointer_cast<Node>(shared_from_this())),
-                                  args);
+    py::object result =
+        backward_(py::cast(std::static_pointer_cast<Node>(shared_from_this())), args);
     std::vector<Tensor> out;
     for (py::handle item : result) out.push_back(item.is_none() ? Tensor() : item.cast<Tensor>());
     return out;
