@@ -13,7 +13,8 @@ namespace kiln {
 // as in PyTorch, since backward may run on any thread.
 struct AnomalyMode {
   static bool is_enabled();
-  static void set_enabled(bool enabled);
+  static void set_enabled(bool enabled, bool check_nan = true);
+  static bool should_check_nan();
 };
 
 // Tensor.backward(): accumulates into .grad of the leaves.

@@ -186,7 +186,9 @@ void init_autograd(py::module_& m, TensorClass& cls) {
   m.def("_record_function", &record_function, py::arg("name"), py::arg("inputs"),
         py::arg("outputs"), py::arg("to_save"), py::arg("non_differentiable"), py::arg("dirty"),
         py::arg("materialize_grads"), py::arg("backward"));
-  m.def("_set_anomaly_enabled", &AnomalyMode::set_enabled, py::arg("mode"));
+  m.def("_set_anomaly_enabled", &AnomalyMode::set_enabled, py::arg("mode"),
+        py::arg("check_nan") = true);
+  m.def("_anomaly_check_nan_enabled", &AnomalyMode::should_check_nan);
   m.def("_is_anomaly_enabled", &AnomalyMode::is_enabled);
 
   cls.def_property(

@@ -11,18 +11,22 @@ def is_anomaly_enabled():
     return _C._is_anomaly_enabled()
 
 
+def is_anomaly_check_nan_enabled():
+    return _C._anomaly_check_nan_enabled()
+
+
 class set_detect_anomaly:
     """Sets anomaly detection on or off; usable as a function or a context manager."""
 
     def __init__(self, mode, check_nan=True):
-        self.prev = _C._is_anomaly_enabled()
-        _C._set_anomaly_enabled(bool(mode))
+        self.prev = (_C._is_anomaly_enabled(), _C._anomaly_check_nan_enabled())
+        _C._set_anomaly_enabled(bool(mode), bool(check_nan))
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        _C._set_anomaly_enabled(self.prev)
+        _C._set_anomaly_enabled(*self.prev)
         return False
 
 
@@ -34,23 +38,24 @@ class detect_anomaly:
     """
 
     def __init__(self, check_nan=True):
-        self.prev = False
+        self.check_nan = check_nan
+        self.prev = (False, True)
 
     def __enter__(self):
         warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
                       "and should only be enabled for debugging.", stacklevel=2)
-        self.prev = _C._is_anomaly_enabled()
-        _C._set_anomaly_enabled(True)
+        self.prev = (_C._is_anomaly_enabled(), _C._anomaly_check_nan_enabled())
+        _C._set_anomaly_enabled(True, bool(self.check_nan))
         return self
 
     def __exit__(self, *exc):
-        _C._set_anomaly_enabled(self.prev)
+        _C._set_anomaly_enabled(*self.prev)
         return False
 
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with detect_anomaly():
+            with detect_anomaly(self.check_nan):
                 return fn(*args, **kwargs)
 
         return wrapper
