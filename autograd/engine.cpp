@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <atomic>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -12,10 +13,45 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/reduce.h"
+#include "ops/unary.h"
 
 namespace kiln {
 
 namespace {
+std::atomic<bool> g_anomaly{false};
+std::atomic<bool> g_anomaly_check_nan{true};
+}  // namespace
+
+bool AnomalyMode::is_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
+bool AnomalyMode::should_check_nan() { return g_anomaly_check_nan.load(std::memory_order_relaxed); }
+void AnomalyMode::set_enabled(bool enabled, bool check_nan) {
+  g_anomaly.store(enabled);
+  g_anomaly_check_nan.store(check_nan);
+}
+
+namespace {
+
+// node->apply under anomaly mode: errors name the failing node, NaN outputs raise.
+std::vector<Tensor> apply_with_anomaly_checks(Node& node, std::vector<Tensor>&& grads) {
+  std::vector<Tensor> outputs;
+  try {
+    outputs = node.apply(std::move(grads));
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.find("Error detected in ") != std::string::npos) throw;  // a nested node named it
+    throw Error(e.kind(), str_cat("[autograd] Error detected in ", node.name(), ": ", msg));
+  }
+  if (!AnomalyMode::should_check_nan()) return outputs;
+  GradModeGuard no_grad(false);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& g = outputs[i];
+    if (!g.defined() || !is_floating(g.dtype()) || g.numel() == 0) continue;
+    Tensor has_nan = to_device(any(isnan(g)), Device());
+    KILN_CHECK(!*has_nan.data<bool>(), Runtime, "[autograd] Function '", node.name(),
+               "' returned nan values in its ", i, "th output.");
+  }
+  return outputs;
+}
 
 struct NodeState {
   int dependencies = 0;
@@ -132,18 +168,20 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
     NodeState& s = state[node];
     std::vector<Tensor> grads = std::move(s.buffer);
     grads.resize(node->num_inputs());
-    for (size_t i = 0; i < grads.size(); ++i) {
+    for (size_t i = 0; i < grads.size() && node->materialize_grads; ++i) {
       if (!grads[i].defined()) {
         const InputMeta& m = node->input_meta[i];
         grads[i] = zeros(m.shape, m.dtype, m.device);
       }
     }
     for (auto& [slot, hook] : node->pre_hooks) {
+      if (!grads[slot].defined()) continue;
       Tensor replaced = hook(grads[slot]);
       if (replaced.defined()) grads[slot] = replaced;
     }
     for (auto& [slot, weak] : node->retained) {
-      if (auto impl = weak.lock()) {
+      auto impl = weak.lock();
+      if (impl && grads[slot].defined()) {
         AutogradMeta& meta = impl->autograd();
         Tensor g = create_graph ? grads[slot] : detach(grads[slot]);
         meta.grad = meta.grad.defined() ? add(meta.grad, g) : clone(g);
@@ -162,7 +200,9 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
                (needed.count(node) && (accumulator == nullptr || accumulate_leaves));
     if (!run) continue;
 
-    std::vector<Tensor> outputs = node->apply(std::move(grads));
+    std::vector<Tensor> outputs = AnomalyMode::is_enabled()
+                                      ? apply_with_anomaly_checks(*node, std::move(grads))
+                                      : node->apply(std::move(grads));
     if (!retain_graph) node->release_variables();
     KILN_CHECK(outputs.size() == node->next_edges.size() || outputs.empty(), Runtime,
                "[autograd] ", node->name(), " returned ", outputs.size(),

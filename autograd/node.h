@@ -32,8 +32,9 @@ class Node : public std::enable_shared_from_this<Node> {
   // Releases next_edges through release_node (see core/tensor.h).
   virtual ~Node();
 
-  // grads[i] is the gradient of forward output i (never undefined: the engine
-  // fills missing ones with zeros). Returns one gradient per next_edge;
+  // grads[i] is the gradient of forward output i (never undefined unless
+  // materialize_grads is false: the engine fills missing ones with zeros).
+  // Returns one gradient per next_edge;
   // undefined entries mean "no gradient".
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   virtual std::string name() const = 0;
@@ -46,6 +47,9 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<InputMeta> input_meta;
   // Later ops run first among ready nodes (PyTorch's order).
   uint64_t sequence_nr;
+  // False for custom Functions that called ctx.set_materialize_grads(False):
+  // their backward sees None for outputs that got no gradient.
+  bool materialize_grads = true;
   // Hooks registered on non-leaf outputs, by output index; run in order.
   std::vector<std::pair<uint32_t, TensorHook>> pre_hooks;
   // Non-leaf outputs that called retain_grad(); filled after pre_hooks.

@@ -3,8 +3,10 @@
 #include <pybind11/stl.h>
 
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "ops/copy.h"
 #include "python/arg_parsing.h"
@@ -34,6 +36,118 @@ std::vector<Tensor> tensor_list(py::handle h, const char* op) {
     }
   }
   return out;
+}
+
+// The node of a kiln.autograd.Function: its backward is a Python callable,
+// backward(node, grads) -> one gradient (or None) per tensor input, supplied
+// by kiln/autograd/function.py (which validates what the user's backward
+// returned). Saved tensors live here, not on the Python ctx: an output saved
+// on the ctx would form a cycle through this C++ node that Python's garbage
+// collector cannot see.
+class PyFunctionNode final : public Node {
+ public:
+  PyFunctionNode(std::string name, py::object backward)
+      : name_(std::move(name)), backward_(std::move(backward)) {}
+  ~PyFunctionNode() override {
+    if (!Py_IsInitialized()) return;
+    py::gil_scoped_acquire gil;
+    backward_ = py::object();
+  }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    // The engine runs on the thread that called backward, which holds the GIL
+    // today; acquiring it keeps this correct if backward ever runs elsewhere.
+    py::gil_scoped_acquire gil;
+    py::list args;
+    for (const Tensor& g : grads) args.append(g.defined() ? py::cast(g) : py::none());
+    py::object result =
+        backward_(py::cast(std::static_pointer_cast<Node>(shared_from_this())), args);
+    std::vector<Tensor> out;
+    for (py::handle item : result) out.push_back(item.is_none() ? Tensor() : item.cast<Tensor>());
+    return out;
+  }
+  std::string name() const override { return name_; }
+  void release_variables() override {
+    released_ = !saved_.empty();
+    saved_.clear();
+  }
+
+  py::list saved_tensors() {
+    KILN_CHECK(!released_, Runtime, "[", name_,
+               "] Trying to backward through the graph a second time (or directly access saved "
+               "tensors after they have already been freed). Saved intermediate values of the "
+               "graph are freed when you call .backward() or autograd.grad(). Specify "
+               "retain_graph=True if you need to backward through the graph a second time.");
+    py::list out;
+    for (const SavedTensor& s : saved_) {
+      Tensor t = s.unpack(*this);
+      out.append(t.defined() ? py::cast(t) : py::none());
+    }
+    return out;
+  }
+
+  std::vector<SavedTensor> saved_;
+
+ private:
+  std::string name_;
+  py::object backward_;
+  bool released_ = false;
+};
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.impl() == b.impl();
+}
+
+// Wires the outputs of a Function's forward to a new PyFunctionNode, as
+// record() does for built-in ops. Outputs that are inputs returned unchanged
+// become aliases (the input keeps its own history); inputs marked dirty take
+// the node as their new history (through rebase_history, so views work).
+py::tuple record_function(const std::string& name, const std::vector<Tensor>& inputs,
+                          std::vector<Tensor> outputs, py::handle to_save_list,
+                          const std::vector<bool>& non_differentiable,
+                          const std::vector<Tensor>& dirty, bool materialize_grads,
+                          py::object backward) {
+  auto node = std::make_shared<PyFunctionNode>(name, std::move(backward));
+  node->materialize_grads = materialize_grads;
+  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
+  for (const Tensor& d : dirty) {
+    bool returned = false;
+    for (const Tensor& out : outputs) returned = returned || same_tensor(d, out);
+    KILN_CHECK(returned, Runtime, "[", name,
+               "] a tensor marked dirty with ctx.mark_dirty() must be returned by forward");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor out = outputs[i];
+    bool is_dirty = false, is_input = false;
+    for (const Tensor& d : dirty) is_dirty = is_dirty || same_tensor(d, out);
+    for (const Tensor& in : inputs) is_input = is_input || same_tensor(in, out);
+    node->input_meta.push_back({out.sizes(), out.dtype(), out.device()});
+    const bool differentiable = is_floating(out.dtype()) && !non_differentiable[i];
+    if (is_dirty) {
+      check_inplace(out, name.c_str());
+      if (!differentiable) continue;
+      Tensor alias = detach(out);
+      alias.impl()->autograd().grad_fn = node;
+      alias.impl()->autograd().output_nr = static_cast<uint32_t>(i);
+      rebase_history(out, alias, name.c_str());
+      continue;
+    }
+    if (is_input) outputs[i] = out = detach(out);
+    if (!differentiable) continue;
+    AutogradMeta& meta = out.impl()->autograd();
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<uint32_t>(i);
+  }
+  for (const Tensor& t : tensor_list(to_save_list, "save_for_backward")) {
+    SavedTensor saved(t);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (same_tensor(t, outputs[i]) && outputs[i].grad_fn() == node) {
+        saved = SavedTensor::output(t, static_cast<uint32_t>(i));
+      }
+    }
+    node->saved_.push_back(saved);
+  }
+  return py::make_tuple(py::cast(outputs), py::cast(std::static_pointer_cast<Node>(node)));
 }
 
 RemovableHandle register_hook(const Tensor& t, py::function fn) {
@@ -67,6 +181,15 @@ void init_autograd(py::module_& m, TensorClass& cls) {
                                return py::tuple(out);
                              })
       .def("__repr__", [](const Node& n) { return "<" + n.name() + " object>"; });
+  py::class_<PyFunctionNode, Node, std::shared_ptr<PyFunctionNode>>(m, "_FunctionNode")
+      .def("_saved_tensors", &PyFunctionNode::saved_tensors);
+  m.def("_record_function", &record_function, py::arg("name"), py::arg("inputs"),
+        py::arg("outputs"), py::arg("to_save"), py::arg("non_differentiable"), py::arg("dirty"),
+        py::arg("materialize_grads"), py::arg("backward"));
+  m.def("_set_anomaly_enabled", &AnomalyMode::set_enabled, py::arg("mode"),
+        py::arg("check_nan") = true);
+  m.def("_anomaly_check_nan_enabled", &AnomalyMode::should_check_nan);
+  m.def("_is_anomaly_enabled", &AnomalyMode::is_enabled);
 
   cls.def_property(
          "requires_grad", [](const Tensor& t) { return t.requires_grad(); },

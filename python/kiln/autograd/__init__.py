@@ -1,8 +1,13 @@
-"""kiln.autograd: backward, grad, grad modes and gradcheck."""
+"""kiln.autograd: backward, grad, grad modes, gradcheck, custom Functions,
+functional transforms and anomaly detection."""
 
 from kiln import _C
+from kiln.autograd import function, functional  # noqa: F401
+from kiln.autograd.anomaly_mode import (  # noqa: F401
+    detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly)
+from kiln.autograd.function import Function  # noqa: F401
 from kiln.autograd.grad_mode import enable_grad, no_grad, set_grad_enabled  # noqa: F401
-from kiln.autograd.gradcheck import gradcheck  # noqa: F401
+from kiln.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: F401
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

@@ -64,3 +64,33 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                         f"numerical:{numerical}\nanalytical:{analytical[k]}")
                 return False
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, **_ignored):
+    """gradcheck of the gradients of func: checks the backward's own backward
+    (second derivatives, and the dependence on grad_outputs) against finite
+    differences. Random grad_outputs are drawn when none are given."""
+    inputs = _as_tuple(inputs)
+    diff_inputs = [t for t in inputs if isinstance(t, _C.Tensor) and t.requires_grad]
+    outputs = [o for o in _flat_outputs(func, inputs) if o.requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(
+            _C.from_numpy(rng.uniform(-1, 1, size=tuple(o.shape))).to(o.dtype).requires_grad_(True)
+            for o in outputs)
+    else:
+        grad_outputs = _as_tuple(grad_outputs)
+    n_in = len(inputs)
+
+    def grads_of(*args):
+        ins, gouts = args[:n_in], args[n_in:]
+        outs = [o for o in _flat_outputs(func, ins) if o.requires_grad]
+        diff = [t for t in ins if isinstance(t, _C.Tensor) and t.requires_grad]
+        grads = _C._grad(outs, diff, list(gouts), True, True, True)
+        return tuple(g for g in grads if g is not None)
+
+    if not diff_inputs:
+        return True
+    return gradcheck(grads_of, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

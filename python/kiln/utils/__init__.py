@@ -1,3 +1,4 @@
-"""kiln.utils: data loading (kiln.utils.data)."""
+"""kiln.utils: data loading (kiln.utils.data) and activation checkpointing
+(kiln.utils.checkpoint)."""
 
-from kiln.utils import data  # noqa: F401
+from kiln.utils import checkpoint, data  # noqa: F401
