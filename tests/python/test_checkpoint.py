@@ -105,8 +105,6 @@ def test_checkpoint_sequential_matches_sequential():
 
 @requires_gpu
 def test_checkpoint_dropout_on_cuda_replays_the_mask():
-    if not hasattr(kiln.cuda, "get_rng_state"):
-        pytest.skip("kiln.cuda.get_rng_state is missing: CUDA dropout masks are not replayed")
     kiln.manual_seed(0)
     lin = kiln.nn.Linear(4, 5).double().to("cuda")
 

@@ -21,17 +21,14 @@ __all__ = ["checkpoint", "checkpoint_sequential"]
 
 def _get_rng_state(devices):
     """The generator states a forward may draw from: CPU and each CUDA device used."""
-    cuda_get = getattr(kiln.cuda, "get_rng_state", None)
-    cuda = {d: cuda_get(d) for d in devices} if cuda_get is not None else {}
-    return kiln.get_rng_state(), cuda
+    return kiln.get_rng_state(), {d: kiln.cuda.get_rng_state(d) for d in devices}
 
 
 def _set_rng_state(state):
     cpu, cuda = state
     kiln.set_rng_state(cpu)
-    cuda_set = getattr(kiln.cuda, "set_rng_state", None)
     for d, s in cuda.items():
-        cuda_set(s, d)
+        kiln.cuda.set_rng_state(s, d)
 
 
 def _cuda_devices(args):
