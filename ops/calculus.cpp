@@ -36,6 +36,8 @@ Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, cons
   const int64_t d = wrap_dim(dim, x.dim(), "diff");
   check_joined(x, prepend, d, "prepend");
   check_joined(x, append, d, "append");
+  // As NumPy and PyTorch: order 0 returns input, ignoring prepend and append.
+  if (n == 0) return x;
   std::vector<Tensor> parts;
   if (prepend.defined()) parts.push_back(prepend);
   parts.push_back(x);
