@@ -23,9 +23,10 @@ void check_joined(const Tensor& x, const Tensor& t, int64_t d, const char* what)
   if (!t.defined()) return;
   bool ok = t.dim() == x.dim();
   for (int64_t j = 0; ok && j < x.dim(); ++j) ok = j == d || t.size(j) == x.size(j);
-  KILN_CHECK(ok, Runtime, "[diff] expected ", what, " to have the same number of dimensions as "
-             "input and the same shape except along dim ", d, ", got ", what, " ", t.sizes(),
-             " and input ", x.sizes());
+  KILN_CHECK(ok, Runtime, "[diff] expected ", what,
+             " to have the same number of dimensions as "
+             "input and the same shape except along dim ",
+             d, ", got ", what, " ", t.sizes(), " and input ", x.sizes());
 }
 
 }  // namespace
@@ -86,9 +87,9 @@ Tensor gradient_coords(const Tensor& f, int64_t d, const Tensor& c, int64_t edge
   Tensor dx = along(sub(narrow(c, 0, 1, n - 1), narrow(c, 0, 0, n - 1)), d, nd);
   Tensor hd = part(dx, d, 0, -1), hs = part(dx, d, 1, 0);
   Tensor f0 = part(f, d, 0, -2), f1 = part(f, d, 1, -1), f2 = part(f, d, 2, 0);
-  Tensor inner = div(sub(add(mul(mul(hd, hd), f2), mul(sub(mul(hs, hs), mul(hd, hd)), f1)),
-                         mul(mul(hs, hs), f0)),
-                     mul(mul(hs, hd), add(hd, hs)));
+  Tensor inner = div(
+      sub(add(mul(mul(hd, hd), f2), mul(sub(mul(hs, hs), mul(hd, hd)), f1)), mul(mul(hs, hs), f0)),
+      mul(mul(hs, hd), add(hd, hs)));
   auto at = [&](const Tensor& t, int64_t i) { return narrow(t, d, i < 0 ? t.size(d) + i : i, 1); };
   Tensor first, last;
   if (edge_order == 1) {
@@ -128,8 +129,7 @@ std::vector<Tensor> gradient(const Tensor& x, const std::vector<GradientSpacing>
     const int64_t d = ds[i];
     KILN_CHECK(f.size(d) >= edge_order + 1, Runtime,
                "[gradient] expected each dimension size to be at least edge_order+1, got size ",
-               f.size(d), " for dim ", d, " of input ", x.sizes(), " with edge_order ",
-               edge_order);
+               f.size(d), " for dim ", d, " of input ", x.sizes(), " with edge_order ", edge_order);
     const GradientSpacing& sp = spacing[spacing.size() == 1 ? 0 : i];
     if (const Scalar* h = std::get_if<Scalar>(&sp)) {
       out.push_back(gradient_uniform(f, d, *h, edge_order));
@@ -138,7 +138,8 @@ std::vector<Tensor> gradient(const Tensor& x, const std::vector<GradientSpacing>
     const Tensor& c = std::get<Tensor>(sp);
     KILN_CHECK(c.dim() == 1 && c.numel() == f.size(d), Runtime,
                "[gradient] expected each coordinate tensor to be 1-D with as many elements as "
-               "its dim, got coordinates ", c.sizes(), " for dim ", d, " of size ", f.size(d));
+               "its dim, got coordinates ",
+               c.sizes(), " for dim ", d, " of size ", f.size(d));
     out.push_back(gradient_coords(f, d, c, edge_order));
   }
   return out;
@@ -149,8 +150,10 @@ namespace {
 // dx of the trapezoid rule from sample points: diff of a 1-D x broadcast along dim, or of x.
 Tensor sample_steps(const Tensor& y, const Tensor& x, int64_t d, const char* op) {
   if (x.dim() == 1) {
-    KILN_CHECK(x.numel() == y.size(d), Runtime, "[", op, "] There must be one `x` value for each "
-               "sample point, got x ", x.sizes(), " and y ", y.sizes(), " along dim ", d);
+    KILN_CHECK(x.numel() == y.size(d), Runtime, "[", op,
+               "] There must be one `x` value for each "
+               "sample point, got x ",
+               x.sizes(), " and y ", y.sizes(), " along dim ", d);
     return along(diff(x), d, y.dim());
   }
   KILN_CHECK(x.dim() == y.dim() && x.size(d) == y.size(d), Runtime, "[", op,

@@ -28,8 +28,7 @@ Reduce parse_reduce(const std::string& r, const char* op, bool allow_sum) {
   if (r == "amax") return Reduce::Amax;
   if (r == "amin") return Reduce::Amin;
   fail(ErrorKind::Runtime, "[", op, "] reduce argument must be one of ",
-       allow_sum ? "sum, prod, mean, amax or amin" : "prod, mean, amax or amin", ", got '", r,
-       "'");
+       allow_sum ? "sum, prod, mean, amax or amin" : "prod, mean, amax or amin", ", got '", r, "'");
 }
 
 // A 0-d tensor's value on the host, for the index bounds check.
@@ -47,12 +46,13 @@ void check_args(const Tensor& self, int64_t d, const Tensor& index, const Tensor
              " for self and ", src.dtype(), " for src");
   KILN_CHECK(self.dim() == index.dim() && src.dim() == index.dim(), Runtime, "[", op,
              "] Index tensor must have the same number of dimensions as self and src, got "
-             "index ", index.sizes(), ", self ", self.sizes(), " and src ", src.sizes());
+             "index ",
+             index.sizes(), ", self ", self.sizes(), " and src ", src.sizes());
   for (int64_t j = 0; j < index.dim(); ++j)
-    KILN_CHECK(index.size(j) <= src.size(j) && (j == d || index.size(j) <= self.size(j)),
-               Runtime, "[", op, "] Size does not match at dimension ", j, ": index ",
-               index.sizes(), " must be no larger than src ", src.sizes(), " and (apart from dim ",
-               d, ") self ", self.sizes());
+    KILN_CHECK(index.size(j) <= src.size(j) && (j == d || index.size(j) <= self.size(j)), Runtime,
+               "[", op, "] Size does not match at dimension ", j, ": index ", index.sizes(),
+               " must be no larger than src ", src.sizes(), " and (apart from dim ", d, ") self ",
+               self.sizes());
   if (index.numel() == 0) return;
   const int64_t size = self.dim() == 0 ? 1 : self.size(d);
   const int64_t lo = host_int(amin(index)), hi = host_int(amax(index));
@@ -98,8 +98,8 @@ Tensor scatter_extreme(const Tensor& self, int64_t d, const Tensor& index, const
   const bool negate = !is_max && is_floating(self.dtype());
   Tensor v = reshape(contiguous(src), {src.numel()});
   if (negate) v = neg(v);
-  Tensor k = reshape(flat_targets(self.dim() == 0 ? Shape{1} : self.sizes(), d, index),
-                     {index.numel()});
+  Tensor k =
+      reshape(flat_targets(self.dim() == 0 ? Shape{1} : self.sizes(), d, index), {index.numel()});
   Tensor o1 = argsort(v, 0, false, true);
   v = index_select(v, 0, o1);
   k = index_select(k, 0, o1);
@@ -139,8 +139,8 @@ Tensor forward(const Tensor& self, int64_t d, const Tensor& index, const Tensor&
       return scatter(include_self ? self : scatter(self, d, index, Scalar(1)), d, index, src,
                      std::string("multiply"));
     case Reduce::Mean: {
-      Tensor s = scatter_add(include_self ? self : scatter(self, d, index, Scalar(0)), d, index,
-                             src);
+      Tensor s =
+          scatter_add(include_self ? self : scatter(self, d, index, Scalar(0)), d, index, src);
       Tensor n = contributions(self, d, index, include_self);
       return is_floating(self.dtype()) ? div(s, n) : floor_divide(s, n);
     }
@@ -169,8 +169,8 @@ Grads prod_grads(const Tensor& g, const Tensor& self, int64_t d, const Tensor& i
   if (!include_self) gs = scatter(gs, d, index, Scalar(0));
   Tensor g_at = gather(g, d, index), out_at = gather(out, d, index);
   Tensor gr_nz = div(mul(g_at, out_at), where(src_zero, one, src));
-  Tensor gr_z = where(eq(gather(zeros_at, d, index), one), mul(g_at, gather(others, d, index)),
-                      zero);
+  Tensor gr_z =
+      where(eq(gather(zeros_at, d, index), one), mul(g_at, gather(others, d, index)), zero);
   return {gs, where(src_zero, gr_z, gr_nz)};
 }
 
@@ -214,8 +214,8 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
                self_hit = logical_and(self_hit, ne(untouched, zeros({}, x.dtype(), x.device())));
              }
              Tensor src_hit = eq(y, gather(out, d, index));
-             Tensor n = scatter_add(to_dtype(self_hit, g.dtype()), d, index,
-                                    to_dtype(src_hit, g.dtype()));
+             Tensor n =
+                 scatter_add(to_dtype(self_hit, g.dtype()), d, index, to_dtype(src_hit, g.dtype()));
              Tensor gn = div(g, n);
              gx = where(self_hit, gn, zeros({}, g.dtype(), g.device()));
              gy = where(src_hit, gather(gn, d, index), zeros({}, g.dtype(), g.device()));
@@ -258,10 +258,11 @@ Tensor index_reduce(const Tensor& self, int64_t dim, const Tensor& index, const 
   const int64_t len = index.numel();
   for (int64_t j = 0; j < self.dim(); ++j)
     KILN_CHECK(j == d ? source.size(j) == len : source.size(j) == self.size(j), Runtime, "[", op,
-               "] source ", source.sizes(), " must match self ", self.sizes(),
-               " except along dim ", d, ", where it must have index's length ", len);
-  if (self.dim() == 0) return scatter_reduce(self, 0, reshape(to_dtype(index, DType::Int64), {}),
-                                             source, reduce, include_self);
+               "] source ", source.sizes(), " must match self ", self.sizes(), " except along dim ",
+               d, ", where it must have index's length ", len);
+  if (self.dim() == 0)
+    return scatter_reduce(self, 0, reshape(to_dtype(index, DType::Int64), {}), source, reduce,
+                          include_self);
   Shape s(self.dim(), 1);
   s[d] = len;
   Tensor idx = expand(reshape(to_dtype(index, DType::Int64), s), source.sizes());

@@ -87,8 +87,10 @@ Tensor block_diag(const std::vector<Tensor>& tensors) {
   DType dt = tensors.empty() ? default_dtype() : tensors[0].dtype();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    KILN_CHECK(t.dim() <= 2, Runtime, "[block_diag] Input tensors must have 2 or fewer dimensions. "
-               "Input ", i, " has ", t.dim(), " dimensions");
+    KILN_CHECK(t.dim() <= 2, Runtime,
+               "[block_diag] Input tensors must have 2 or fewer dimensions. "
+               "Input ",
+               i, " has ", t.dim(), " dimensions");
     KILN_CHECK(t.device() == tensors[0].device(), Runtime,
                "[block_diag] Input tensors must all be on the same device. Input 0 is on device ",
                tensors[0].device(), " and input ", i, " is on device ", t.device());
@@ -104,9 +106,8 @@ Tensor block_diag(const std::vector<Tensor>& tensors) {
   int64_t before = 0;
   for (const Tensor& b : blocks) {
     const int64_t r = b.size(0), c = b.size(1);
-    rows.push_back(cat({zeros({r, before}, dt, dev), to_dtype(b, dt),
-                        zeros({r, cols - before - c}, dt, dev)},
-                       1));
+    rows.push_back(cat(
+        {zeros({r, before}, dt, dev), to_dtype(b, dt), zeros({r, cols - before - c}, dt, dev)}, 1));
     before += c;
   }
   return cat(rows, 0);
@@ -115,8 +116,8 @@ Tensor block_diag(const std::vector<Tensor>& tensors) {
 Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   const int64_t nd = x.dim() + 1;
   const int64_t d1 = wrap_dim(dim1, nd, "diag_embed"), d2 = wrap_dim(dim2, nd, "diag_embed");
-  KILN_CHECK(d1 != d2, Runtime, "[diag_embed] diagonal dimensions cannot be identical ", dim1,
-             ", ", dim2);
+  KILN_CHECK(d1 != d2, Runtime, "[diag_embed] diagonal dimensions cannot be identical ", dim1, ", ",
+             dim2);
   Tensor v = atleast_1d(x);
   const int64_t n = v.size(-1), k = offset < 0 ? -offset : offset;
   // [..., n] -> [..., n, n] with v on the main diagonal, then zero bands shift it by offset.
@@ -174,8 +175,7 @@ Tensor triu_indices(int64_t row, int64_t col, int64_t offset, DType dtype, Devic
 }
 
 Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
-  KILN_CHECK(x.dim() == 1, Runtime, "[combinations] Expect a 1D vector, but got shape ",
-             x.sizes());
+  KILN_CHECK(x.dim() == 1, Runtime, "[combinations] Expect a 1D vector, but got shape ", x.sizes());
   KILN_CHECK(r >= 0, Runtime, "[combinations] Expect a non-negative number, but got ", r);
   if (r == 0) return empty({0}, x.dtype(), x.device());
   // The index tuples are enumerated on the host (odometer order), the values gathered
@@ -211,9 +211,8 @@ Tensor vander(const Tensor& x, std::optional<int64_t> N, bool increasing) {
   Tensor xs = to_dtype(x, dt);
   if (n == 0) return empty({x.size(0), 0}, dt, x.device());
   // Powers by a running product so integer inputs stay exact.
-  Tensor cols = cat({ones({x.size(0), 1}, dt, x.device()),
-                     expand(unsqueeze(xs, 1), {x.size(0), n - 1})},
-                    1);
+  Tensor cols =
+      cat({ones({x.size(0), 1}, dt, x.device()), expand(unsqueeze(xs, 1), {x.size(0), n - 1})}, 1);
   Tensor out = cumprod(cols, 1);
   return increasing ? out : flip(out, {1});
 }
@@ -224,7 +223,8 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
   if (!dim) return gather(reshape(x, {x.numel()}), 0, reshape(indices, {indices.numel()}));
   KILN_CHECK(x.dim() == indices.dim(), Runtime,
              "[take_along_dim] input and indices should have the same number of dimensions, "
-             "but got ", x.dim(), " dimensions for input ", x.sizes(), ", and ", indices.dim(),
+             "but got ",
+             x.dim(), " dimensions for input ", x.sizes(), ", and ", indices.dim(),
              " dimensions for indices ", indices.sizes());
   if (x.dim() == 0) return gather(x, 0, indices);
   const int64_t d = wrap_dim(*dim, x.dim(), "take_along_dim");
@@ -240,8 +240,8 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
 
 Tensor empty_strided(const Shape& size, const Shape& stride, DType dtype, Device device) {
   KILN_CHECK(size.size() == stride.size(), Runtime,
-             "[empty_strided] mismatch in length of strides and shape: size ", size,
-             " and stride ", stride);
+             "[empty_strided] mismatch in length of strides and shape: size ", size, " and stride ",
+             stride);
   int64_t extent = 1;
   for (size_t i = 0; i < size.size(); ++i) {
     KILN_CHECK(size[i] >= 0, Runtime, "[empty_strided] negative dimension in size ", size);

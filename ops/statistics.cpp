@@ -32,22 +32,29 @@ double host_value(const Tensor& t) {
 void check_weights(const Tensor& w, int64_t n, bool frequency) {
   if (!w.defined()) return;
   const char* name = frequency ? "fweights" : "aweights";
-  KILN_CHECK(w.dim() <= 1, Runtime, "[cov] expected ", name, " to have one or fewer dimensions "
-             "but got ", name, " with ", w.dim(), " dimensions");
-  KILN_CHECK(w.numel() == n, Runtime, "[cov] expected ", name, " to have the same numel as "
-             "there are observations in the input but got ", w.numel(), " != ", n);
-  KILN_CHECK(frequency ? is_integral(w.dtype(), false) : is_floating(w.dtype()), Runtime, "[cov] "
-             "expected ", name, " to have ", frequency ? "integral" : "floating point",
-             " dtype but got ", name, " with ", w.dtype(), " dtype");
-  KILN_CHECK(n == 0 || host_value(amin(w)) >= 0, Runtime, "[cov] ", name,
-             " cannot be negative");
+  KILN_CHECK(w.dim() <= 1, Runtime, "[cov] expected ", name,
+             " to have one or fewer dimensions "
+             "but got ",
+             name, " with ", w.dim(), " dimensions");
+  KILN_CHECK(w.numel() == n, Runtime, "[cov] expected ", name,
+             " to have the same numel as "
+             "there are observations in the input but got ",
+             w.numel(), " != ", n);
+  KILN_CHECK(frequency ? is_integral(w.dtype(), false) : is_floating(w.dtype()), Runtime,
+             "[cov] "
+             "expected ",
+             name, " to have ", frequency ? "integral" : "floating point", " dtype but got ", name,
+             " with ", w.dtype(), " dtype");
+  KILN_CHECK(n == 0 || host_value(amin(w)) >= 0, Runtime, "[cov] ", name, " cannot be negative");
 }
 
 }  // namespace
 
 Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Tensor& aweights) {
-  KILN_CHECK(x.dim() <= 2, Runtime, "[cov] expected input to have two or fewer dimensions but "
-             "got an input with ", x.dim(), " dimensions");
+  KILN_CHECK(x.dim() <= 2, Runtime,
+             "[cov] expected input to have two or fewer dimensions but "
+             "got an input with ",
+             x.dim(), " dimensions");
   Tensor obs = x.dim() < 2 ? reshape(x, {1, x.numel()}) : x;
   if (!is_floating(obs.dtype())) obs = to_dtype(obs, default_dtype());
   const int64_t n = obs.size(1);
@@ -76,8 +83,10 @@ Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Te
 }
 
 Tensor corrcoef(const Tensor& x) {
-  KILN_CHECK(x.dim() <= 2, Runtime, "[corrcoef] expected input to have two or fewer dimensions "
-             "but got an input with ", x.dim(), " dimensions");
+  KILN_CHECK(x.dim() <= 2, Runtime,
+             "[corrcoef] expected input to have two or fewer dimensions "
+             "but got an input with ",
+             x.dim(), " dimensions");
   Tensor c = cov(x);
   if (c.dim() == 0) return div(c, c);
   Tensor sd = sqrt(diagonal(c));
@@ -130,12 +139,16 @@ Tensor quantile_impl(const Tensor& x, const Tensor& q, std::optional<int64_t> di
              x.dtype());
   KILN_CHECK(q.dim() <= 1, Runtime, "[", op, "] q must be a scalar or 1D tensor, got shape ",
              q.sizes());
-  KILN_CHECK(q.device() == x.device(), Runtime, "[", op, "] q tensor must be on the same device "
-             "as the input tensor, got q on ", q.device(), " and input on ", x.device());
+  KILN_CHECK(q.device() == x.device(), Runtime, "[", op,
+             "] q tensor must be on the same device "
+             "as the input tensor, got q on ",
+             q.device(), " and input on ", x.device());
   KILN_CHECK(mode == "linear" || mode == "lower" || mode == "higher" || mode == "midpoint" ||
                  mode == "nearest",
-             Runtime, "[", op, "] interpolation must be one of linear, lower, higher, midpoint "
-             "or nearest. Got ", mode);
+             Runtime, "[", op,
+             "] interpolation must be one of linear, lower, higher, midpoint "
+             "or nearest. Got ",
+             mode);
   if (q.numel() > 0) {
     KILN_CHECK(host_value(amin(q)) >= 0 && host_value(amax(q)) <= 1, Runtime, "[", op,
                "] q values must be in the range [0, 1]");
@@ -183,8 +196,8 @@ Tensor quantile_impl(const Tensor& x, const Tensor& q, std::optional<int64_t> di
     rs.push_back(nq);
     rank = expand(rank, rs);
     auto pick = [&](const Tensor& r) {
-      return gather(sorted, -1, to_dtype(clamp(r, Scalar(0.0), Scalar(double(n - 1))),
-                                         DType::Int64));
+      return gather(sorted, -1,
+                    to_dtype(clamp(r, Scalar(0.0), Scalar(double(n - 1))), DType::Int64));
     };
     Tensor lo = floor(rank), hi = ceil(rank);
     if (mode == "lower") {
@@ -226,8 +239,10 @@ std::pair<Tensor, Tensor> histogram_edges(const Tensor& x, const Tensor& edges,
   KILN_CHECK(edges.dim() == 1 && edges.numel() >= 2, Runtime,
              "[histogram] bins must be a 1-D tensor with at least 2 edges, got shape ",
              edges.sizes());
-  KILN_CHECK(edges.dtype() == x.dtype(), Runtime, "[histogram] expected bins to have input's "
-             "dtype ", x.dtype(), ", got ", edges.dtype());
+  KILN_CHECK(edges.dtype() == x.dtype(), Runtime,
+             "[histogram] expected bins to have input's "
+             "dtype ",
+             x.dtype(), ", got ", edges.dtype());
   KILN_CHECK(!weight.defined() || weight.sizes() == x.sizes(), Runtime,
              "[histogram] expected weight to have the same shape as input ", x.sizes(), ", got ",
              weight.sizes());
@@ -266,8 +281,8 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins,
     lo = host_value(amin(x));
     hi = host_value(amax(x));
   }
-  KILN_CHECK(lo <= hi, Runtime, "[histogram] min should not exceed max, but got min ", lo,
-             " max ", hi);
+  KILN_CHECK(lo <= hi, Runtime, "[histogram] min should not exceed max, but got min ", lo, " max ",
+             hi);
   KILN_CHECK(std::isfinite(lo) && std::isfinite(hi), Runtime, "[histogram] range of [", lo, ", ",
              hi, "] is not finite");
   if (lo == hi) {
