@@ -260,6 +260,12 @@ Tensor index_reduce(const Tensor& self, int64_t dim, const Tensor& index, const 
     KILN_CHECK(j == d ? source.size(j) == len : source.size(j) == self.size(j), Runtime, "[", op,
                "] source ", source.sizes(), " must match self ", self.sizes(), " except along dim ",
                d, ", where it must have index's length ", len);
+  if (len > 0) {
+    const int64_t size = self.dim() == 0 ? 1 : self.size(d);
+    const int64_t lo = host_int(amin(index)), hi = host_int(amax(index));
+    KILN_CHECK(lo >= 0 && hi < size, Index, "[", op, "] index out of range in self: index ",
+               lo < 0 ? lo : hi, " for dimension ", d, " with size ", size);
+  }
   if (self.dim() == 0)
     return scatter_reduce(self, 0, reshape(to_dtype(index, DType::Int64), {}), source, reduce,
                           include_self);

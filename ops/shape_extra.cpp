@@ -118,7 +118,7 @@ Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   const int64_t d1 = wrap_dim(dim1, nd, "diag_embed"), d2 = wrap_dim(dim2, nd, "diag_embed");
   KILN_CHECK(d1 != d2, Runtime, "[diag_embed] diagonal dimensions cannot be identical ", dim1, ", ",
              dim2);
-  Tensor v = atleast_1d(x);
+  const Tensor& v = x;
   const int64_t n = v.size(-1), k = offset < 0 ? -offset : offset;
   // [..., n] -> [..., n, n] with v on the main diagonal, then zero bands shift it by offset.
   Tensor mask = eye(n, std::nullopt, DType::Bool, v.device());

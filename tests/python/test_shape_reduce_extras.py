@@ -332,6 +332,10 @@ def test_index_reduce(reduce, include_self):
                                              include_self=include_self), a, b)
     with pytest.raises(RuntimeError, match=r"\[index_reduce\] reduce argument must be one of prod"):
         kiln.index_reduce(to_kiln(self_), 1, to_kiln(index), to_kiln(source), "sum")
+    with pytest.raises(IndexError, match=r"\[index_reduce\] index out of range in self: index 4"):
+        kiln.index_reduce(to_kiln(self_), 1, to_kiln(index + 1), to_kiln(source), reduce)
+    with pytest.raises(RuntimeError, match=r"\[index_reduce\] source \[3, 4\] must match"):
+        kiln.index_reduce(to_kiln(self_), 1, to_kiln(index), to_kiln(self_), reduce)
 
 
 def test_masked_scatter():
