@@ -163,10 +163,12 @@ Grads prod_grads(const Tensor& g, const Tensor& self, int64_t d, const Tensor& i
                                 d, index, to_dtype(src_zero, self.dtype()));
   Tensor others = forward(where(self_zero, one, self), d, index, where(src_zero, one, src),
                           Reduce::Prod, include_self);
-  Tensor gs_nz = div(mul(g, out), where(self_zero, one, self));
-  Tensor gs_z = where(eq(zeros_at, one), mul(g, others), zero);
-  Tensor gs = where(self_zero, gs_z, gs_nz);
-  if (!include_self) gs = scatter(gs, d, index, Scalar(0));
+  // Without self, positions that receive src get no self gradient and the rest pass g on.
+  Tensor gs = scatter(g, d, index, Scalar(0));
+  if (include_self) {
+    Tensor gs_nz = div(mul(g, out), where(self_zero, one, self));
+    gs = where(self_zero, where(eq(zeros_at, one), mul(g, others), zero), gs_nz);
+  }
   Tensor g_at = gather(g, d, index), out_at = gather(out, d, index);
   Tensor gr_nz = div(mul(g_at, out_at), where(src_zero, one, src));
   Tensor gr_z =

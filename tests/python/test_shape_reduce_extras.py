@@ -300,6 +300,14 @@ def test_scatter_reduce_prod_grad_with_zeros():
     # position 0: one zero (src[0]); position 1: two zeros.
     assert_close(x.grad, np.array([0.0, 0.0]))
     assert_close(y.grad, np.array([2.0 * 1.5, 0.0, 0.0, 0.0, 0.0]))
+    # without self: untouched positions pass the gradient on even when self is zero there.
+    x = kiln.tensor([0.0, 0.0, 5.0], requires_grad=True)
+    y = kiln.tensor([0.0, 3.0], requires_grad=True)
+    out = kiln.scatter_reduce(x, 0, kiln.tensor([2, 2]), y, "prod", include_self=False)
+    out.backward(kiln.tensor([1.0, 2.0, 4.0]))
+    assert_close(out, np.array([0.0, 0.0, 0.0]))
+    assert_close(x.grad, np.array([1.0, 2.0, 0.0]))
+    assert_close(y.grad, np.array([12.0, 0.0]))
 
 
 def test_scatter_reduce_errors():
