@@ -273,7 +273,7 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins,
   KILN_CHECK(bins > 0, Runtime, "[histogram] bins must be > 0, but got ", bins);
   KILN_CHECK(is_floating(x.dtype()), Runtime, "[histogram] input must be a floating tensor, got ",
              x.dtype());
-  double lo = 0, hi = 0;
+  double lo = 0, hi = 1;  // an empty input without a range spans [0, 1], as in NumPy
   if (range) {
     lo = range->first;
     hi = range->second;

@@ -34,9 +34,9 @@ Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim 
                    bool keepdim = false, const std::string& interpolation = "linear");
 
 // (hist, bin_edges) of the flattened input: `bins` equal bins over range (the data's
-// [min, max] when absent, widened by 0.5 each way when min == max), or the given 1-D
-// increasing edges. The last bin includes its right edge; weight (input's shape) sums
-// instead of counting; density divides by the total times the bin widths.
+// [min, max] when absent, [0, 1] for empty data, widened by 0.5 each way when min == max),
+// or the given 1-D increasing edges. The last bin includes its right edge; weight (input's
+// shape) sums instead of counting; density divides by the total times the bin widths.
 std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins,
                                     std::optional<std::pair<double, double>> range = std::nullopt,
                                     const Tensor& weight = Tensor(), bool density = false);

@@ -705,3 +705,33 @@ def test_torch_calculus_statistics(device):
     km, tm = both(torch, a > 0, device)
     ks, ts = both(torch, rand(30), device)
     close(kiln.masked_scatter(k, km, ks), torch.masked_scatter(t, tm, ts))
+
+
+def test_view_functions_grad():
+    gradcheck(lambda x: kiln.atleast_3d(x) * 2, rand(2, 3))
+    gradcheck(lambda x: kiln.hsplit(x, [1])[1], rand(2, 3))
+    gradcheck(lambda x: kiln.dsplit(x, 2)[0], rand(1, 2, 4))
+    gradcheck(lambda x: kiln.ravel(x.t()), rand(2, 3))
+
+
+def test_uniform_gradient_grad():
+    gradcheck(lambda x: kiln.gradient(x, spacing=0.5, edge_order=2)[1], rand(3, 4))
+    gradcheck(lambda x: kiln.gradient(x)[0], rand(3, 4))
+
+
+def test_empty_inputs():
+    assert_close(kiln.diff(kiln.zeros(3, 0, dtype=kiln.float64)), np.diff(np.zeros((3, 0))))
+    assert_close(kiln.diff(kiln.zeros(0, 3, dtype=kiln.float64), dim=0),
+                 np.diff(np.zeros((0, 3)), axis=0))
+    a = rand(2, 3)
+    empty_idx = np.zeros((2, 0), dtype=np.int64)
+    assert_close(kiln.take_along_dim(to_kiln(a), to_kiln(empty_idx), 1),
+                 np.take_along_axis(a, empty_idx, 1))
+    assert kiln.block_diag().shape == (1, 0)
+    assert kiln.argwhere(kiln.zeros(0, 2)).shape == (0, 2)
+    hist, edges = kiln.histogram(kiln.zeros(0, dtype=kiln.float64), 3)
+    ref_h, ref_e = np.histogram(np.zeros(0), 3)
+    assert_close(hist, ref_h)
+    assert_close(edges, ref_e)
+    out = kiln.masked_scatter(kiln.zeros(0, 2), kiln.zeros(0, 2, dtype=kiln.bool), kiln.zeros(3))
+    assert out.shape == (0, 2)
