@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "ops/binary.h"
+#include "ops/conv.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -67,28 +68,6 @@ Tensor leading(const Tensor& src, const Tensor& index) {
   return s;
 }
 
-// The flat (row-major) position in a tensor shaped `shape` that each element of index
-// addresses: its own coordinates with dim d replaced by the index value.
-Tensor flat_targets(const Shape& shape, int64_t d, const Tensor& index) {
-  Tensor pos = zeros(index.sizes(), DType::Int64, index.device());
-  int64_t stride = 1;
-  for (int64_t j = index.dim() - 1; j >= 0; --j) {
-    Tensor coord;
-    if (j == d) {
-      coord = index;
-    } else {
-      Shape s(index.dim(), 1);
-      s[j] = index.size(j);
-      coord = reshape(arange(Scalar(int64_t(0)), Scalar(index.size(j)), Scalar(int64_t(1)),
-                             DType::Int64, index.device()),
-                      s);
-    }
-    pos = add(pos, mul(coord, stride));
-    stride *= shape[j];
-  }
-  return pos;
-}
-
 // out (contiguous) with each addressed position set to the largest (take_last) or smallest
 // value sent to it: values are sorted, then stably grouped by target, and one element per
 // group is written, so no write order matters.
@@ -98,8 +77,12 @@ Tensor scatter_extreme(const Tensor& self, int64_t d, const Tensor& index, const
   const bool negate = !is_max && is_floating(self.dtype());
   Tensor v = reshape(contiguous(src), {src.numel()});
   if (negate) v = neg(v);
+  // Each element's target as a flat position: gather reads self-shaped position ids.
+  Tensor ids = reshape(arange(Scalar(int64_t(0)), Scalar(self.numel()), Scalar(int64_t(1)),
+                              DType::Int64, self.device()),
+                       self.dim() == 0 ? Shape{1} : self.sizes());
   Tensor k =
-      reshape(flat_targets(self.dim() == 0 ? Shape{1} : self.sizes(), d, index), {index.numel()});
+      reshape(gather(ids, d, self.dim() == 0 ? reshape(index, {1}) : index), {index.numel()});
   Tensor o1 = argsort(v, 0, false, true);
   v = index_select(v, 0, o1);
   k = index_select(k, 0, o1);
@@ -224,16 +207,12 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
            }
            if (gy.sizes() != src_shape) {
              // Only src's leading block contributed: pad its gradient with zeros.
-             Tensor full_g = zeros(src_shape, gy.dtype(), gy.device());
-             std::vector<Tensor> ranges;
-             for (int64_t j = 0; j < gy.dim(); ++j) {
-               Shape s(gy.dim(), 1);
-               s[j] = gy.size(j);
-               ranges.push_back(reshape(arange(Scalar(int64_t(0)), Scalar(gy.size(j)),
-                                               Scalar(int64_t(1)), DType::Int64, gy.device()),
-                                        s));
+             Dims pads;
+             for (int64_t j = gy.dim() - 1; j >= 0; --j) {
+               pads.push_back(0);
+               pads.push_back(src_shape[j] - gy.size(j));
              }
-             gy = index_put(full_g, ranges, gy);
+             gy = pad(gy, pads);
            }
            return {gx, gy};
          });
