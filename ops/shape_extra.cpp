@@ -1,10 +1,8 @@
 #include "ops/shape_extra.h"
 
-#include <string>
 
 #include "core/error.h"
 #include "core/flags.h"
-#include "core/promotion.h"
 #include "core/shape.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
