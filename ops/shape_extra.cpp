@@ -1,6 +1,5 @@
 #include "ops/shape_extra.h"
 
-
 #include "core/error.h"
 #include "core/flags.h"
 #include "core/shape.h"
