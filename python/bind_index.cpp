@@ -10,6 +10,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
+#include "ops/index_reduce.h"
 #include "ops/search.h"
 #include "ops/view.h"
 #include "python/arg_parsing.h"
@@ -19,6 +20,8 @@
 namespace py = pybind11;
 
 namespace kiln::python {
+
+void init_index_reduce(py::module_& m, TensorClass& cls);
 
 namespace {
 
@@ -453,6 +456,25 @@ void init_index(py::module_& m, TensorClass& cls) {
         return index_put_(x, parse_indices(indices), values, acc);
       },
       py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
+  init_index_reduce(m, cls);
+}
+
+void init_index_reduce(py::module_& m, TensorClass& cls) {
+  m.def("scatter_reduce", &scatter_reduce, py::arg("input"), py::arg("dim"), py::arg("index"),
+        py::arg("src"), py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
+  cls.def("scatter_reduce", &scatter_reduce, py::arg("dim"), py::arg("index"), py::arg("src"),
+          py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
+  cls.def("scatter_reduce_", &scatter_reduce_, py::arg("dim"), py::arg("index"), py::arg("src"),
+          py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
+  m.def("index_reduce", &index_reduce, py::arg("input"), py::arg("dim"), py::arg("index"),
+        py::arg("source"), py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
+  cls.def("index_reduce", &index_reduce, py::arg("dim"), py::arg("index"), py::arg("source"),
+          py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
+  cls.def("index_reduce_", &index_reduce_, py::arg("dim"), py::arg("index"), py::arg("source"),
+          py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
+  m.def("masked_scatter", &masked_scatter, py::arg("input"), py::arg("mask"), py::arg("source"));
+  cls.def("masked_scatter", &masked_scatter, py::arg("mask"), py::arg("source"));
+  cls.def("masked_scatter_", &masked_scatter_, py::arg("mask"), py::arg("source"));
 }
 
 }  // namespace kiln::python

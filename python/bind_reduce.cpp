@@ -7,6 +7,9 @@
 #include <string>
 
 #include "ops/binary.h"
+#include "ops/calculus.h"
+#include "ops/copy.h"
+#include "ops/statistics.h"
 #include "ops/reduce.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -14,6 +17,8 @@
 namespace py = pybind11;
 
 namespace kiln::python {
+
+void init_reduce_extra(py::module_& m, TensorClass& cls);
 
 namespace {
 
@@ -233,6 +238,145 @@ void init_reduce(py::module_& m, TensorClass& cls) {
     m.def(name, fn, py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
     cls.def(name, fn, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
   }
+  init_reduce_extra(m, cls);
+}
+
+namespace {
+
+// gradient's spacing: a number, a list of numbers, or a list of 1-D coordinate tensors.
+std::vector<GradientSpacing> parse_spacing(py::handle h) {
+  if (!py::isinstance<py::sequence>(h) || is_tensor(h)) {
+    if (is_tensor(h)) return {h.cast<Tensor>()};
+    return {h.cast<Scalar>()};
+  }
+  std::vector<GradientSpacing> out;
+  for (py::handle item : py::reinterpret_borrow<py::sequence>(h)) {
+    if (is_tensor(item) && item.cast<Tensor>().dim() > 0)
+      out.emplace_back(item.cast<Tensor>());
+    else
+      out.emplace_back(item.cast<Scalar>());
+  }
+  return out;
+}
+
+Tensor optional_tensor(py::handle h, const char* op, const char* arg) {
+  return h.is_none() ? Tensor() : to_tensor_arg(h, op, arg);
+}
+
+// trapezoid(y, x=None, *, dx=None, dim=-1): x and dx exclude each other.
+Tensor integrate(bool cumulative, const Tensor& y, py::object x, py::object dx, int64_t dim) {
+  const char* op = cumulative ? "cumulative_trapezoid" : "trapezoid";
+  KILN_CHECK(x.is_none() || dx.is_none(), Type, "[", op, "] received both x and dx; pass one");
+  if (!x.is_none()) {
+    Tensor xs = to_tensor_arg(x, op, "x");
+    return cumulative ? cumulative_trapezoid(y, xs, dim) : trapezoid(y, xs, dim);
+  }
+  Scalar step = dx.is_none() ? Scalar(int64_t(1)) : dx.cast<Scalar>();
+  return cumulative ? cumulative_trapezoid(y, step, dim) : trapezoid(y, step, dim);
+}
+
+}  // namespace
+
+void init_reduce_extra(py::module_& m, TensorClass& cls) {
+  auto diff_fn = [](const Tensor& x, int64_t n, int64_t dim, py::object prepend,
+                    py::object append) {
+    return diff(x, n, dim, optional_tensor(prepend, "diff", "prepend"),
+                optional_tensor(append, "diff", "append"));
+  };
+  m.def("diff", diff_fn, py::arg("input"), py::arg("n") = 1, py::arg("dim") = -1,
+        py::arg("prepend") = py::none(), py::arg("append") = py::none());
+  cls.def("diff", diff_fn, py::arg("n") = 1, py::arg("dim") = -1, py::arg("prepend") = py::none(),
+          py::arg("append") = py::none());
+  m.def(
+      "gradient",
+      [](const Tensor& x, py::object spacing, py::object dim, int64_t edge_order) {
+        std::optional<std::vector<int64_t>> dims = parse_dims(dim, "gradient");
+        std::vector<Tensor> out =
+            gradient(x, parse_spacing(spacing), dims.value_or(std::vector<int64_t>{}), edge_order);
+        py::tuple t(out.size());
+        for (size_t i = 0; i < out.size(); ++i) t[i] = py::cast(out[i]);
+        return t;
+      },
+      py::arg("input"), py::kw_only(), py::arg("spacing") = 1, py::arg("dim") = py::none(),
+      py::arg("edge_order") = 1);
+  for (const char* name : {"trapezoid", "trapz"}) {
+    m.def(
+        name,
+        [](const Tensor& y, py::object x, py::object dx, int64_t dim) {
+          return integrate(false, y, x, dx, dim);
+        },
+        py::arg("y"), py::arg("x") = py::none(), py::kw_only(), py::arg("dx") = py::none(),
+        py::arg("dim") = -1);
+  }
+  m.def(
+      "cumulative_trapezoid",
+      [](const Tensor& y, py::object x, py::object dx, int64_t dim) {
+        return integrate(true, y, x, dx, dim);
+      },
+      py::arg("y"), py::arg("x") = py::none(), py::kw_only(), py::arg("dx") = py::none(),
+      py::arg("dim") = -1);
+
+  auto cov_fn = [](const Tensor& x, int64_t correction, py::object fw, py::object aw) {
+    return cov(x, correction, optional_tensor(fw, "cov", "fweights"),
+               optional_tensor(aw, "cov", "aweights"));
+  };
+  m.def("cov", cov_fn, py::arg("input"), py::kw_only(), py::arg("correction") = 1,
+        py::arg("fweights") = py::none(), py::arg("aweights") = py::none());
+  cls.def("cov", cov_fn, py::kw_only(), py::arg("correction") = 1,
+          py::arg("fweights") = py::none(), py::arg("aweights") = py::none());
+  m.def("corrcoef", &corrcoef, py::arg("input"));
+  cls.def("corrcoef", &corrcoef);
+
+  py::object nanmedian_t = values_indices_type("nanmedian");
+  auto nanmedian_fn = [nanmedian_t](const Tensor& x, py::object dim, bool keepdim) -> py::object {
+    std::optional<int64_t> d = parse_one_dim(dim, "nanmedian");
+    if (!d) return py::cast(nanmedian(x));
+    auto [values, indices] = nanmedian(x, *d, keepdim);
+    return nanmedian_t(values, indices);
+  };
+  m.def("nanmedian", nanmedian_fn, py::arg("input"), py::arg("dim") = py::none(),
+        py::arg("keepdim") = false);
+  cls.def("nanmedian", nanmedian_fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+
+  for (bool skip_nan : {false, true}) {
+    const char* name = skip_nan ? "nanquantile" : "quantile";
+    auto fn = [skip_nan, name](const Tensor& x, py::object q, py::object dim, bool keepdim,
+                               const std::string& interpolation) {
+      Tensor qt = is_tensor(q) ? q.cast<Tensor>()
+                               : to_dtype(to_device(to_tensor_arg(q, name, "q"), x.device()),
+                                          x.dtype());
+      std::optional<int64_t> d = parse_one_dim(dim, name);
+      return skip_nan ? nanquantile(x, qt, d, keepdim, interpolation)
+                      : quantile(x, qt, d, keepdim, interpolation);
+    };
+    m.def(name, fn, py::arg("input"), py::arg("q"), py::arg("dim") = py::none(),
+          py::arg("keepdim") = false, py::kw_only(), py::arg("interpolation") = "linear");
+    cls.def(name, fn, py::arg("q"), py::arg("dim") = py::none(), py::arg("keepdim") = false,
+            py::kw_only(), py::arg("interpolation") = "linear");
+  }
+
+  py::object hist_t = py::module_::import("collections")
+                          .attr("namedtuple")("histogram", py::make_tuple("hist", "bin_edges"));
+  hist_t.attr("__module__") = "kiln.return_types";
+  auto hist_fn = [hist_t](const Tensor& x, py::object bins, py::object range, py::object weight,
+                          bool density) {
+    Tensor w = optional_tensor(weight, "histogram", "weight");
+    if (is_tensor(bins)) {
+      KILN_CHECK(range.is_none(), Type, "[histogram] range is only accepted with an int bins");
+      auto [h, e] = histogram(x, bins.cast<Tensor>(), w, density);
+      return hist_t(h, e);
+    }
+    std::optional<std::pair<double, double>> r;
+    if (!range.is_none()) r = range.cast<std::pair<double, double>>();
+    auto [h, e] = histogram(x, bins.cast<int64_t>(), r, w, density);
+    return hist_t(h, e);
+  };
+  m.def("histogram", hist_fn, py::arg("input"), py::arg("bins") = 100, py::kw_only(),
+        py::arg("range") = py::none(), py::arg("weight") = py::none(),
+        py::arg("density") = false);
+  cls.def("histogram", hist_fn, py::arg("bins") = 100, py::kw_only(),
+          py::arg("range") = py::none(), py::arg("weight") = py::none(),
+          py::arg("density") = false);
 }
 
 }  // namespace kiln::python

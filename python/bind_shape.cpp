@@ -4,7 +4,9 @@
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "core/flags.h"
 #include "ops/shape.h"
+#include "ops/shape_extra.h"
 #include "ops/sort.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -54,6 +56,8 @@ py::object return_type(py::module_& m, const char* name) {
 }
 
 }  // namespace
+
+void init_shape_extra(py::module_& m, TensorClass& cls);
 
 void init_shape(py::module_& m, TensorClass& cls) {
   // Joining.
@@ -270,6 +274,108 @@ void init_shape(py::module_& m, TensorClass& cls) {
         py::arg("dim") = py::none());
   cls.def("unique", unique_fn, py::arg("sorted") = true, py::arg("return_inverse") = false,
           py::arg("return_counts") = false, py::arg("dim") = py::none());
+  init_shape_extra(m, cls);
+}
+
+namespace {
+
+// atleast_Nd(x) -> Tensor; atleast_Nd(x, y, ...) and atleast_Nd([x, y]) -> tuple.
+py::object atleast(const py::args& args, Tensor (*fn)(const Tensor&), const char* op) {
+  if (args.size() == 1 && py::isinstance<TensorImpl>(args[0]))
+    return py::cast(fn(args[0].cast<Tensor>()));
+  py::object seq = args.size() == 1 ? py::reinterpret_borrow<py::object>(args[0])
+                                     : py::object(args);
+  std::vector<Tensor> ts = parse_tensor_list(seq, op);
+  for (Tensor& t : ts) t = fn(t);
+  return to_tuple(ts);
+}
+
+// hsplit/vsplit/dsplit's indices_or_sections: an int (equal parts) or a sequence of indices.
+template <typename IntFn, typename ListFn>
+py::tuple split_by(const Tensor& x, py::object ios, IntFn by_int, ListFn by_list, const char* op) {
+  if (PyLong_Check(ios.ptr())) return to_tuple(by_int(x, ios.cast<int64_t>()));
+  return to_tuple(by_list(x, int_list(ios, op)));
+}
+
+}  // namespace
+
+void init_shape_extra(py::module_& m, TensorClass& cls) {
+  m.def("atleast_1d", [](py::args a) { return atleast(a, atleast_1d, "atleast_1d"); });
+  m.def("atleast_2d", [](py::args a) { return atleast(a, atleast_2d, "atleast_2d"); });
+  m.def("atleast_3d", [](py::args a) { return atleast(a, atleast_3d, "atleast_3d"); });
+  m.def(
+      "column_stack",
+      [](py::object tensors) { return column_stack(parse_tensor_list(tensors, "column_stack")); },
+      py::arg("tensors"));
+  m.def(
+      "row_stack", [](py::object tensors) { return vstack(parse_tensor_list(tensors, "row_stack")); },
+      py::arg("tensors"));
+  using IntSplit = std::vector<Tensor> (*)(const Tensor&, int64_t);
+  using ListSplit = std::vector<Tensor> (*)(const Tensor&, const std::vector<int64_t>&);
+  struct SplitFns {
+    const char* name;
+    IntSplit by_int;
+    ListSplit by_list;
+  };
+  for (SplitFns f : {SplitFns{"hsplit", hsplit, hsplit}, SplitFns{"vsplit", vsplit, vsplit},
+                     SplitFns{"dsplit", dsplit, dsplit}}) {
+    auto fn = [f](const Tensor& x, py::object ios) {
+      return split_by(x, ios, f.by_int, f.by_list, f.name);
+    };
+    m.def(f.name, fn, py::arg("input"), py::arg("indices_or_sections"));
+    cls.def(f.name, fn, py::arg("indices_or_sections"));
+  }
+  m.def("ravel", &ravel, py::arg("input"));
+  cls.def("ravel", &ravel);
+  m.def("argwhere", &argwhere, py::arg("input"));
+  cls.def("argwhere", &argwhere);
+  m.def("block_diag", [](py::args tensors) {
+    return block_diag(parse_tensor_list(tensors, "block_diag"));
+  });
+  m.def("diag_embed", &diag_embed, py::arg("input"), py::arg("offset") = 0, py::arg("dim1") = -2,
+        py::arg("dim2") = -1);
+  cls.def("diag_embed", &diag_embed, py::arg("offset") = 0, py::arg("dim1") = -2,
+          py::arg("dim2") = -1);
+  m.def("diagflat", &diagflat, py::arg("input"), py::arg("offset") = 0);
+  cls.def("diagflat", &diagflat, py::arg("offset") = 0);
+  for (bool upper : {false, true}) {
+    const char* name = upper ? "triu_indices" : "tril_indices";
+    m.def(
+        name,
+        [upper, name](int64_t row, int64_t col, int64_t offset, py::object dtype,
+                      py::object device, py::object) {
+          DType dt = parse_dtype(dtype, name).value_or(DType::Int64);
+          Device dev = device.is_none() ? Device() : parse_device(device, name);
+          return upper ? triu_indices(row, col, offset, dt, dev)
+                       : tril_indices(row, col, offset, dt, dev);
+        },
+        py::arg("row"), py::arg("col"), py::arg("offset") = 0, py::kw_only(),
+        py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+        py::arg("layout") = py::none());
+  }
+  m.def("combinations", &combinations, py::arg("input"), py::arg("r") = 2,
+        py::arg("with_replacement") = false);
+  m.def("vander", &vander, py::arg("x"), py::arg("N") = py::none(),
+        py::arg("increasing") = false);
+  m.def("take_along_dim", &take_along_dim, py::arg("input"), py::arg("indices"),
+        py::arg("dim") = py::none());
+  cls.def("take_along_dim", &take_along_dim, py::arg("indices"), py::arg("dim") = py::none());
+  m.def(
+      "empty_strided",
+      [](py::object size, py::object stride, py::kwargs kw) {
+        auto o = parse_factory_options(kw, "empty_strided");
+        return finish_factory(empty_strided(parse_shape_object(size, "empty_strided"),
+                                            parse_shape_object(stride, "empty_strided"),
+                                            o.dtype.value_or(default_dtype()),
+                                            o.device.value_or(Device())),
+                              o);
+      },
+      py::arg("size"), py::arg("stride"));
+  // PyTorch's unsafe_ variants skip its view-aliasing checks; kiln's views need none.
+  m.attr("unsafe_chunk") = m.attr("chunk");
+  m.attr("unsafe_split") = m.attr("split");
+  cls.attr("unsafe_chunk") = cls.attr("chunk");
+  cls.attr("unsafe_split") = cls.attr("split");
 }
 
 }  // namespace kiln::python
