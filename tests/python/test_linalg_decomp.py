@@ -410,7 +410,7 @@ def test_shape_and_argument_errors():
         LA.qr(a, mode="full")
     with pytest.raises(RuntimeError, match=r"\[linalg\.eigh\] .*UPLO.*got X$"):
         LA.eigh(a, UPLO="X")
-    with pytest.raises(RuntimeError, match=r"\[linalg\.matrix_norm\] Order 3.0 not supported"):
+    with pytest.raises(RuntimeError, match=r"\[linalg\.matrix_norm\] Order 3 not supported"):
         LA.matrix_norm(a, 3)
     with pytest.raises(RuntimeError, match=r"\[linalg\.norm\] If dim is not specified but ord is"):
         LA.norm(kiln.ones(2, 2, 2), 2)
