@@ -85,8 +85,8 @@ Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op) {
              b.sizes(), ")");
   KILN_CHECK(a.device() == b.device(), Runtime, "[", op,
              "] Expected A and B on the same device, got ", a.device(), " and ", b.device());
-  KILN_CHECK(a.dtype() == b.dtype(), Runtime, "[", op, "] Expected A and B to have the same dtype, got ",
-             a.dtype(), " and ", b.dtype());
+  KILN_CHECK(a.dtype() == b.dtype(), Runtime, "[", op,
+             "] Expected A and B to have the same dtype, got ", a.dtype(), " and ", b.dtype());
   const Shape batch = broadcast_shapes(batch_shape(a), batch_shape(b), op);
   Tensor x;
   {
@@ -107,12 +107,12 @@ Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op) {
     x = unbatch(cx, batch, {b.size(-2), b.size(-1)}, a.device());
   }
   if (needs_grad({a, b}))
-    record("linalg_solve", {a, b}, {x},
-           [sa = SavedTensor(a), sx = SavedTensor::output(x, 0)](const Grads& g,
-                                                                 Node& self) -> Grads {
-             Tensor gb = linalg_solve(mT(sa.unpack()), g[0]);
-             return {neg(matmul(gb, mT(sx.unpack(self)))), gb};
-           });
+    record(
+        "linalg_solve", {a, b}, {x},
+        [sa = SavedTensor(a), sx = SavedTensor::output(x, 0)](const Grads& g, Node& self) -> Grads {
+          Tensor gb = linalg_solve(mT(sa.unpack()), g[0]);
+          return {neg(matmul(gb, mT(sx.unpack(self)))), gb};
+        });
   return x;
 }
 
@@ -138,8 +138,8 @@ void check_linalg_input(const Tensor& a, const char* op, bool square) {
   KILN_CHECK(a.dim() >= 2, Runtime, "[", op,
              "] The input tensor A must have at least 2 dimensions, got shape ", a.sizes());
   const DType t = a.dtype();
-  KILN_CHECK(is_floating(t), Runtime, "[", op,
-             "] Expected a floating point tensor as input. Got ", t);
+  KILN_CHECK(is_floating(t), Runtime, "[", op, "] Expected a floating point tensor as input. Got ",
+             t);
   KILN_CHECK(t == DType::Float32 || t == DType::Float64, Runtime, "[", op,
              "] Low precision dtypes not supported. Got ", t);
   KILN_CHECK(!square || a.size(-1) == a.size(-2), Runtime, "[", op,
@@ -169,9 +169,8 @@ Tensor linalg_solve(const Tensor& a, const Tensor& b, bool left) {
              b.sizes());
   if (!left) return mT(linalg_solve(mT(a), mT(b), true));
   // PyTorch's rule: B is a batch of vectors when it is 1-D or A's shape without the last dim.
-  const bool vector =
-      b.dim() == 1 || (b.dim() == a.dim() - 1 && b.sizes() == Shape(a.sizes().begin(),
-                                                                      a.sizes().end() - 1));
+  const bool vector = b.dim() == 1 || (b.dim() == a.dim() - 1 &&
+                                       b.sizes() == Shape(a.sizes().begin(), a.sizes().end() - 1));
   if (vector) return squeeze(solve_matrix(a, unsqueeze(b, -1), "linalg.solve"), {{-1}});
   return solve_matrix(a, b, "linalg.solve");
 }
@@ -226,9 +225,10 @@ Tensor linalg_cholesky(const Tensor& a, bool upper, const char* op) {
     Tensor info = new_info(cl.size(0));
     require_kernel(cpu_kernels().linalg_cholesky, op, Device())(cl, info);
     check_info(info, op, a.dim() > 2, [](int64_t i) {
-      return str_cat("The factorization could not be completed because the input is not "
-                     "positive-definite (the leading minor of order ",
-                     i, " is not positive-definite).");
+      return str_cat(
+          "The factorization could not be completed because the input is not "
+          "positive-definite (the leading minor of order ",
+          i, " is not positive-definite).");
     });
     l = unbatch(cl, batch_shape(a), {a.size(-2), a.size(-1)}, a.device());
   }
@@ -271,9 +271,10 @@ std::tuple<Tensor, Tensor> linalg_qr(const Tensor& a, const std::string& mode) {
     std::vector<Tensor> outs = mode == "r" ? std::vector<Tensor>{r} : std::vector<Tensor>{q, r};
     record("linalg_qr", {a}, outs,
            [sq = mode == "r" ? SavedTensor() : SavedTensor::output(q, 0),
-            sr = SavedTensor::output(r, mode == "r" ? 0 : 1), supported, mode](
-               const Grads& g, Node& self) -> Grads {
-             KILN_CHECK(supported, Runtime, "[linalg.qr] The derivative of linalg.qr is "
+            sr = SavedTensor::output(r, mode == "r" ? 0 : 1), supported,
+            mode](const Grads& g, Node& self) -> Grads {
+             KILN_CHECK(supported, Runtime,
+                        "[linalg.qr] The derivative of linalg.qr is "
                         "implemented for mode='reduced' or 'complete' with m >= n only (mode='",
                         mode, "'); use mode='reduced' to differentiate through linalg.qr");
              // gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q.
@@ -349,8 +350,8 @@ Tensor linalg_svdvals(const Tensor& a) {
     Tensor ca = cpu_batch(a);
     const int64_t k = std::min(a.size(-2), a.size(-1));
     Tensor cs = empty({ca.size(0), k}, a.dtype(), Device());
-    require_kernel(cpu_kernels().linalg_svd, "linalg.svdvals", Device())(Tensor(), cs, Tensor(),
-                                                                         ca, false);
+    require_kernel(cpu_kernels().linalg_svd, "linalg.svdvals", Device())(Tensor(), cs, Tensor(), ca,
+                                                                         false);
     return unbatch(cs, batch_shape(a), {k}, a.device());
   }
   // gA = U diag(gS) V^T; U and V come from a recorded svd so double backward flows
@@ -375,8 +376,7 @@ std::tuple<Tensor, Tensor> linalg_eigh(const Tensor& a, const std::string& uplo)
     Tensor ca = cpu_batch(a);
     Tensor cw = empty({ca.size(0), n}, a.dtype(), Device());
     Tensor cv = empty({ca.size(0), n, n}, a.dtype(), Device());
-    require_kernel(cpu_kernels().linalg_eigh, op, Device())(cw, cv, ca,
-                                                            uplo == "U" || uplo == "u");
+    require_kernel(cpu_kernels().linalg_eigh, op, Device())(cw, cv, ca, uplo == "U" || uplo == "u");
     w = unbatch(cw, batch_shape(a), {n}, a.device());
     v = unbatch(cv, batch_shape(a), {n, n}, a.device());
   }
@@ -413,9 +413,8 @@ Tensor linalg_eigvalsh(const Tensor& a, const std::string& uplo) {
   // gA = V diag(gL) V^T, V from a recorded eigh (as svdvals).
   auto [w, v] = linalg_eigh(a, uplo);
   Tensor out = detach(w);
-  record("linalg_eigvalsh", {a}, {out}, [v = v](const Grads& g, Node&) -> Grads {
-    return {matmul(scale_cols(v, g[0]), mT(v))};
-  });
+  record("linalg_eigvalsh", {a}, {out},
+         [v = v](const Grads& g, Node&) -> Grads { return {matmul(scale_cols(v, g[0]), mT(v))}; });
   return out;
 }
 
@@ -449,8 +448,8 @@ Tensor linalg_solve_triangular(const Tensor& a, const Tensor& b, bool upper, boo
            [sa = SavedTensor(a), sx = SavedTensor::output(x, 0), upper, unitriangular](
                const Grads& g, Node& self) -> Grads {
              // Only a's triangle is read, so its gradient keeps that triangle.
-             Tensor gb = linalg_solve_triangular(mT(sa.unpack()), g[0], !upper, true,
-                                                 unitriangular);
+             Tensor gb =
+                 linalg_solve_triangular(mT(sa.unpack()), g[0], !upper, true, unitriangular);
              Tensor ga = neg(matmul(gb, mT(sx.unpack(self))));
              return {tri(ga, upper, unitriangular ? 1 : 0), gb};
            });
@@ -463,8 +462,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> linalg_lstsq(const Tensor& a, const T
   const char* op = "linalg.lstsq";
   check_linalg_input(a, op, false);
   const std::string drv = driver.value_or("gelsy");
-  KILN_CHECK(drv == "gels" || drv == "gelsy" || drv == "gelsd" || drv == "gelss", Runtime, "[",
-             op, "] parameter `driver` should be one of (gels, gelsy, gelsd, gelss), got ", drv);
+  KILN_CHECK(drv == "gels" || drv == "gelsy" || drv == "gelsd" || drv == "gelss", Runtime, "[", op,
+             "] parameter `driver` should be one of (gels, gelsy, gelsd, gelss), got ", drv);
   KILN_CHECK(b.dim() >= 1, Runtime, "[", op, "] B must have at least 1 dimension, got shape ",
              b.sizes());
   const bool vector = b.dim() == a.dim() - 1;
@@ -495,7 +494,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> linalg_lstsq(const Tensor& a, const T
     require_kernel(cpu_kernels().linalg_lstsq, op, Device())(cx, cr, cs, ca, cb, rc, use_svd);
     for (int64_t i = 0; i < B; ++i) full_rank = full_rank && cr.data<int64_t>()[i] == n;
     x = unbatch(cx, batch, {n, k}, a.device());
-    rank = drv == "gels" ? empty({0}, DType::Int64, a.device()) : unbatch(cr, batch, {}, a.device());
+    rank =
+        drv == "gels" ? empty({0}, DType::Int64, a.device()) : unbatch(cr, batch, {}, a.device());
     sv = use_svd ? unbatch(cs, batch, {std::min(m, n)}, a.device())
                  : empty({0}, a.dtype(), a.device());
   }

@@ -22,14 +22,14 @@ namespace kiln {
 namespace {
 
 // The two norm dims, wrapped and checked; the input cast to dtype.
-Tensor prepare_matrix_norm(const Tensor& a, std::vector<int64_t>& dims,
-                           std::optional<DType> dtype, const char* op) {
+Tensor prepare_matrix_norm(const Tensor& a, std::vector<int64_t>& dims, std::optional<DType> dtype,
+                           const char* op) {
   KILN_CHECK(a.dim() >= 2, Runtime, "[", op,
              "] The input tensor A must have at least 2 dimensions, got shape ", a.sizes());
   KILN_CHECK(dims.size() == 2, Runtime, "[", op, "] dim must be a 2-tuple. Got ", dims);
   dims = wrap_dims(dims, a.dim(), op);
-  KILN_CHECK(dims[0] != dims[1], Runtime, "[", op, "] dims must be different. Got (", dims[0],
-             ", ", dims[1], ")");
+  KILN_CHECK(dims[0] != dims[1], Runtime, "[", op, "] dims must be different. Got (", dims[0], ", ",
+             dims[1], ")");
   const Tensor x = dtype ? to_dtype(a, *dtype) : a;
   KILN_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64, Runtime, "[", op,
              "] Expected a float32 or float64 tensor as input. Got ", x.dtype());
@@ -50,7 +50,7 @@ Tensor tolerance(const Tensor& largest, const Tensor& a, std::optional<double> a
                  std::optional<double> rtol) {
   const double eps = a.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon()
                                                  : std::numeric_limits<float>::epsilon();
-  const double r = rtol ? *rtol
+  const double r = rtol                  ? *rtol
                    : (atol && *atol > 0) ? 0.0
                                          : eps * std::max(a.size(-2), a.size(-1));
   return maximum(mul(largest, r), full_like(largest, atol.value_or(0.0)));
@@ -59,8 +59,8 @@ Tensor tolerance(const Tensor& largest, const Tensor& a, std::optional<double> a
 // Singular values (or |eigenvalues|) with the largest, per matrix, kept as [*, 1].
 std::pair<Tensor, Tensor> spectrum(const Tensor& a, bool hermitian) {
   Tensor s = hermitian ? abs(linalg_eigvalsh(a)) : linalg_svdvals(a);
-  Tensor largest = s.size(-1) == 0 ? zeros({}, s.dtype(), s.device())
-                                   : amax(s, std::vector<int64_t>{-1}, true);
+  Tensor largest =
+      s.size(-1) == 0 ? zeros({}, s.dtype(), s.device()) : amax(s, std::vector<int64_t>{-1}, true);
   return {s, largest};
 }
 
@@ -108,8 +108,8 @@ Tensor linalg_pinv(const Tensor& a, std::optional<double> atol, std::optional<do
     return matmul(mul(v, unsqueeze(winv, -2)), mT(v));
   }
   auto [u, s, vh] = linalg_svd(a, false);
-  Tensor largest = s.size(-1) == 0 ? zeros({}, s.dtype(), s.device())
-                                   : amax(s, std::vector<int64_t>{-1}, true);
+  Tensor largest =
+      s.size(-1) == 0 ? zeros({}, s.dtype(), s.device()) : amax(s, std::vector<int64_t>{-1}, true);
   Tensor sinv = invert(s, tolerance(largest, a, atol, rtol));
   return matmul(mul(mT(vh), unsqueeze(sinv, -2)), mT(u));
 }

@@ -94,10 +94,9 @@ void init_linalg_decomp(py::module_& m, TensorClass& cls) {
   static py::object qr_type = result_type("qr", py::make_tuple("Q", "R"));
   static py::object svd_type = result_type("svd", py::make_tuple("U", "S", "Vh"));
   static py::object torch_svd_type = result_type("svd", py::make_tuple("U", "S", "V"));
-  static py::object eigh_type =
-      result_type("eigh", py::make_tuple("eigenvalues", "eigenvectors"));
-  static py::object lstsq_type = result_type(
-      "lstsq", py::make_tuple("solution", "residuals", "rank", "singular_values"));
+  static py::object eigh_type = result_type("eigh", py::make_tuple("eigenvalues", "eigenvectors"));
+  static py::object lstsq_type =
+      result_type("lstsq", py::make_tuple("solution", "residuals", "rank", "singular_values"));
 
   linalg.def("norm", &linalg_norm, py::arg("A"), py::arg("ord") = py::none(),
              py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(),
@@ -137,8 +136,7 @@ void init_linalg_decomp(py::module_& m, TensorClass& cls) {
         auto [u, s, vh] = linalg_svd(a, full_matrices);
         return svd_type(u, s, vh);
       },
-      py::arg("A"), py::arg("full_matrices") = true, py::kw_only(),
-      py::arg("driver") = py::none());
+      py::arg("A"), py::arg("full_matrices") = true, py::kw_only(), py::arg("driver") = py::none());
   linalg.def(
       "svdvals", [](const Tensor& a, py::object /*driver*/) { return linalg_svdvals(a); },
       py::arg("A"), py::kw_only(), py::arg("driver") = py::none());
@@ -213,8 +211,7 @@ void init_linalg_decomp(py::module_& m, TensorClass& cls) {
       Shape su = a.sizes(), sv = a.sizes();
       su.back() = a.size(-2);
       sv[sv.size() - 2] = a.size(-1);
-      return torch_svd_type(zeros(su, a.dtype(), a.device()), s,
-                            zeros(sv, a.dtype(), a.device()));
+      return torch_svd_type(zeros(su, a.dtype(), a.device()), s, zeros(sv, a.dtype(), a.device()));
     }
     auto [u, s, vh] = linalg_svd(a, !some);
     return torch_svd_type(u, s, mT(vh));

@@ -495,3 +495,10 @@ def test_against_torch_gradients(device):
     compare(lambda m: LA.matrix_norm(m, "nuc"), lambda m: torch.linalg.matrix_norm(m, "nuc"), a)
     compare(lambda m: LA.solve_triangular(m, m, upper=False),
             lambda m: torch.linalg.solve_triangular(m, m, upper=False), a)
+
+
+def test_torch_norm_nuclear():
+    a = RNG.uniform(-1, 1, size=(2, 3, 4))
+    assert_close(kiln.tensor(a[0]).norm("nuc"), np.linalg.norm(a[0], "nuc"))
+    assert_close(kiln.norm(kiln.tensor(a), "nuc", dim=(1, 2)),
+                 np.stack([np.linalg.norm(m, "nuc") for m in a]))
