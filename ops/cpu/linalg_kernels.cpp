@@ -127,6 +127,11 @@ void linalg_svd_kernel(const Tensor& u, const Tensor& s, const Tensor& vh, const
       options = full_matrices ? Eigen::ComputeFullU | Eigen::ComputeFullV
                               : Eigen::ComputeThinU | Eigen::ComputeThinV;
     for (int64_t b = 0; b < a.size(0); ++b) {
+      // Eigen's SVD does not take empty matrices; their singular vectors are the identity.
+      if (a.size(1) == 0 || a.size(2) == 0) {
+        if (u.defined()) mat<T>(u, b).setIdentity(), mat<T>(vh, b).setIdentity();
+        continue;
+      }
       Eigen::BDCSVD<Mat<T>> f(mat<T>(a, b), options);
       vec<T>(s, b) = f.singularValues();
       if (u.defined()) {
@@ -140,6 +145,7 @@ void linalg_svd_kernel(const Tensor& u, const Tensor& s, const Tensor& vh, const
 void linalg_eigh_kernel(const Tensor& w, const Tensor& v, const Tensor& a, bool upper) {
   floating(a, [&](auto tag) {
     using T = decltype(tag);
+    if (a.size(1) == 0) return;  // nothing to compute, and Eigen does not take 0 x 0
     for (int64_t b = 0; b < a.size(0); ++b) {
       // Eigen reads the lower triangle; the upper triangle of A is the lower one of A^T.
       Mat<T> m = upper ? Mat<T>(mat<T>(a, b).transpose()) : Mat<T>(mat<T>(a, b));
@@ -175,7 +181,10 @@ void linalg_lstsq_kernel(const Tensor& x, const Tensor& rank, const Tensor& sv, 
   floating(a, [&](auto tag) {
     using T = decltype(tag);
     for (int64_t b = 0; b < a.size(0); ++b) {
-      if (use_svd) {
+      if (a.size(1) == 0 || a.size(2) == 0) {
+        mat<T>(x, b).setZero();
+        rank.data<int64_t>()[b] = 0;
+      } else if (use_svd) {
         Eigen::BDCSVD<Mat<T>> f(mat<T>(a, b), Eigen::ComputeThinU | Eigen::ComputeThinV);
         const Vec<T> s = f.singularValues();
         const T tol = s.size() ? T(rcond) * s(0) : T(0);

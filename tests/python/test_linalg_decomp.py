@@ -502,3 +502,18 @@ def test_torch_norm_nuclear():
     assert_close(kiln.tensor(a[0]).norm("nuc"), np.linalg.norm(a[0], "nuc"))
     assert_close(kiln.norm(kiln.tensor(a), "nuc", dim=(1, 2)),
                  np.stack([np.linalg.norm(m, "nuc") for m in a]))
+
+
+def test_empty_matrices():
+    e = kiln.ones(0, 0, dtype=kiln.float64)
+    assert LA.det(e).item() == 1 and tuple(LA.slogdet(e).logabsdet.shape) == ()
+    assert tuple(LA.inv(e).shape) == (0, 0) and tuple(LA.cholesky(e).shape) == (0, 0)
+    assert tuple(LA.eigh(e).eigenvalues.shape) == (0,) and tuple(LA.svdvals(e).shape) == (0,)
+    u, s, vh = LA.svd(kiln.ones(0, 3, dtype=kiln.float64))
+    assert tuple(u.shape) == (0, 0) and tuple(s.shape) == (0,)
+    assert_close(vh, np.eye(3))
+    assert tuple(LA.pinv(kiln.ones(0, 3, dtype=kiln.float64)).shape) == (3, 0)
+    assert LA.matrix_rank(kiln.ones(3, 0, dtype=kiln.float64)).item() == 0
+    q, r = LA.qr(kiln.ones(3, 0, dtype=kiln.float64), mode="complete")
+    assert_close(q, np.eye(3))
+    assert tuple(r.shape) == (3, 0)
