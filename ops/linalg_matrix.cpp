@@ -175,4 +175,42 @@ Tensor linalg_vecdot(const Tensor& x, const Tensor& y, int64_t dim) {
   return sum(mul(x, y), std::vector<int64_t>{dim});
 }
 
+Tensor linalg_cond(const Tensor& a, std::optional<double> p) {
+  check_linalg_input(a, "linalg.cond", p && std::abs(*p) != 2);
+  if (!p || std::abs(*p) == 2) {
+    Tensor s = linalg_svdvals(a);
+    const std::vector<int64_t> last{-1};
+    Tensor big = amax(s, last), small = amin(s, last);
+    return p && *p < 0 ? div(small, big) : div(big, small);
+  }
+  return mul(linalg_matrix_norm(a, *p, {-2, -1}, false, std::nullopt, "linalg.cond"),
+             linalg_matrix_norm(linalg_inv(a), *p, {-2, -1}, false, std::nullopt, "linalg.cond"));
+}
+
+Tensor linalg_cond(const Tensor& a, const std::string& p) {
+  check_linalg_input(a, "linalg.cond", true);
+  return mul(linalg_matrix_norm(a, p, {-2, -1}, false, std::nullopt, "linalg.cond"),
+             linalg_matrix_norm(linalg_inv(a), p, {-2, -1}, false, std::nullopt, "linalg.cond"));
+}
+
+Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper) {
+  // A = L L^T: solve L Y = B, then L^T X = Y (U^T U: the other way round).
+  const Tensor first = upper ? mT(l) : l;
+  Tensor y = linalg_solve_triangular(first, b, false);
+  return linalg_solve_triangular(mT(first), y, true);
+}
+
+Tensor cholesky_inverse(const Tensor& l, bool upper) {
+  check_linalg_input(l, "cholesky_inverse", true);
+  return cholesky_solve(expand(eye(l.size(-1), std::nullopt, l.dtype(), l.device()), l.sizes()),
+                        l, upper);
+}
+
+std::tuple<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper,
+                                            bool transpose, bool unitriangular) {
+  const Tensor t = transpose ? mT(a) : a;
+  return {linalg_solve_triangular(t, b, transpose ? !upper : upper, true, unitriangular),
+          clone(a)};
+}
+
 }  // namespace kiln

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -32,5 +33,16 @@ Tensor linalg_matrix_power(const Tensor& a, int64_t n);
 Tensor linalg_multi_dot(const std::vector<Tensor>& tensors);
 // sum(x * y) over dim, batch dims broadcasting.
 Tensor linalg_vecdot(const Tensor& x, const Tensor& y, int64_t dim = -1);
+
+// Condition number in the matrix norm p: None / 2 / -2 from the singular values (any
+// shape), otherwise |A|_p |A^-1|_p (square; LinAlgError when A is singular).
+Tensor linalg_cond(const Tensor& a, std::optional<double> p = std::nullopt);
+Tensor linalg_cond(const Tensor& a, const std::string& p);
+// A^-1 B for A = L L^T (or U^T U when upper), given the Cholesky factor.
+Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper = false);
+Tensor cholesky_inverse(const Tensor& l, bool upper = false);
+// torch.triangular_solve: (A^-1 b or A^-T b, a copy of A), A upper or lower triangular.
+std::tuple<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper = true,
+                                            bool transpose = false, bool unitriangular = false);
 
 }  // namespace kiln

@@ -185,6 +185,14 @@ void init_linalg_decomp(py::module_& m, TensorClass& cls) {
              py::kw_only(), py::arg("upper"), py::arg("left") = true,
              py::arg("unitriangular") = false);
   linalg.def("matmul", &matmul, py::arg("input"), py::arg("other"));
+  linalg.def(
+      "cond",
+      [](const Tensor& a, py::object p) {
+        if (py::isinstance<py::str>(p)) return linalg_cond(a, p.cast<std::string>());
+        return linalg_cond(a, p.is_none() ? std::nullopt
+                                          : std::optional<double>(number_order(p, "linalg.cond")));
+      },
+      py::arg("A"), py::arg("p") = py::none());
 
   // Top-level functions and Tensor methods PyTorch still has.
   for (auto [name, fn] : std::initializer_list<std::pair<const char*, Tensor (*)(const Tensor&)>>{
@@ -224,6 +232,21 @@ void init_linalg_decomp(py::module_& m, TensorClass& cls) {
   };
   m.def("pinverse", pinverse_fn, py::arg("input"), py::arg("rcond") = 1e-15);
   cls.def("pinverse", pinverse_fn, py::arg("rcond") = 1e-15);
+  m.def("cholesky_solve", &cholesky_solve, py::arg("B"), py::arg("L"), py::arg("upper") = false);
+  cls.def("cholesky_solve", &cholesky_solve, py::arg("input2"), py::arg("upper") = false);
+  m.def("cholesky_inverse", &cholesky_inverse, py::arg("L"), py::arg("upper") = false);
+  cls.def("cholesky_inverse", &cholesky_inverse, py::arg("upper") = false);
+  static py::object triangular_solve_type =
+      result_type("triangular_solve", py::make_tuple("solution", "cloned_coefficient"));
+  auto triangular_solve_fn = [](const Tensor& b, const Tensor& a, bool upper, bool transpose,
+                                bool unitriangular) {
+    auto [x, c] = triangular_solve(b, a, upper, transpose, unitriangular);
+    return triangular_solve_type(x, c);
+  };
+  m.def("triangular_solve", triangular_solve_fn, py::arg("b"), py::arg("A"),
+        py::arg("upper") = true, py::arg("transpose") = false, py::arg("unitriangular") = false);
+  cls.def("triangular_solve", triangular_solve_fn, py::arg("A"), py::arg("upper") = true,
+          py::arg("transpose") = false, py::arg("unitriangular") = false);
   m.def("matrix_power", &linalg_matrix_power, py::arg("input"), py::arg("n"));
   cls.def("matrix_power", &linalg_matrix_power, py::arg("n"));
 }

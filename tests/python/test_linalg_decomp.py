@@ -517,3 +517,28 @@ def test_empty_matrices():
     q, r = LA.qr(kiln.ones(3, 0, dtype=kiln.float64), mode="complete")
     assert_close(q, np.eye(3))
     assert tuple(r.shape) == (3, 0)
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, -1, np.inf, -np.inf, "fro", "nuc"])
+def test_cond(p):
+    a = well_conditioned(2, 3, 3)
+    assert_close(LA.cond(kiln.tensor(a), p), np.linalg.cond(a, p), atol=1e-9, rtol=1e-9)
+    gradcheck(lambda m: LA.cond(m, p), a[0])
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_inverse_triangular_solve(upper):
+    s = spd(2, 3, 3)
+    b = RNG.uniform(-1, 1, size=(2, 3, 2))
+    f = LA.cholesky(kiln.tensor(s), upper=upper)
+    assert_close(kiln.cholesky_solve(kiln.tensor(b), f, upper=upper), np.linalg.solve(s, b))
+    assert_close(kiln.tensor(b).cholesky_solve(f, upper), np.linalg.solve(s, b))
+    assert_close(kiln.cholesky_inverse(f, upper=upper), np.linalg.inv(s))
+    gradcheck(lambda x, y: kiln.cholesky_solve(x, y, upper=upper), b, f.detach().numpy())
+    a = well_conditioned(3, 3)
+    t = np.triu(a) if upper else np.tril(a)
+    for transpose in (False, True):
+        x, c = kiln.triangular_solve(kiln.tensor(b), kiln.tensor(a), upper=upper,
+                                     transpose=transpose)
+        assert_close(x, np.linalg.solve(t.T if transpose else t, b))
+        assert_close(c, a)
