@@ -59,9 +59,15 @@ Tensor unbatch(const Tensor& t, const Shape& batch, Shape tail, Device device) {
 Tensor new_info(int64_t b) { return zeros({b}, DType::Int64, Device()); }
 
 // Throws LinAlgError for the first batch element whose info is nonzero; `what(info)` words
-// the failure.
+// the failure. With info_out (the *_ex ops), hands info over as int32 instead.
 template <typename F>
-void check_info(const Tensor& info, const char* op, bool batched, F&& what) {
+void check_info(const Tensor& info, const char* op, const Shape& batch, Device device,
+                Tensor* info_out, F&& what) {
+  if (info_out) {
+    *info_out = to_device(reshape(to_dtype(info, DType::Int32), batch), device);
+    return;
+  }
+  const bool batched = !batch.empty();
   const int64_t* p = info.data<int64_t>();
   for (int64_t b = 0; b < info.numel(); ++b) {
     if (p[b] == 0) continue;
@@ -79,7 +85,7 @@ Tensor scale_cols(const Tensor& x, const Tensor& s) { return mul(x, unsqueeze(s,
 Tensor scale_rows(const Tensor& x, const Tensor& s) { return mul(x, unsqueeze(s, -1)); }
 
 // A X = B for matrices (batch dims broadcast); the autograd primitive behind solve and inv.
-Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op) {
+Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op, Tensor* info_out = nullptr) {
   KILN_CHECK(a.size(-1) == b.size(-2), Runtime, "[", op,
              "] Incompatible shapes of A and B for the equation AX = B (", a.sizes(), " and ",
              b.sizes(), ")");
@@ -98,7 +104,7 @@ Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op) {
     Tensor info = new_info(ca.size(0));
     require_kernel(cpu_kernels().linalg_solve, op, Device())(cx, ca, info);
     const bool inv = std::string(op) == "linalg.inv";
-    check_info(info, op, !batch.empty(), [&](int64_t i) {
+    check_info(info, op, batch, a.device(), info_out, [&](int64_t i) {
       return inv ? str_cat("The diagonal element ", i,
                            " is zero, the inversion could not be completed because the input "
                            "matrix is singular.")
@@ -147,12 +153,14 @@ void check_linalg_input(const Tensor& a, const char* op, bool square) {
              a.size(-1), " matrices (shape ", a.sizes(), ")");
 }
 
-Tensor linalg_inv(const Tensor& a) {
+namespace {
+
+Tensor inv_impl(const Tensor& a, Tensor* info_out) {
   check_linalg_input(a, "linalg.inv", true);
   Tensor y;
   {
     GradModeGuard no_grad(false);
-    y = solve_matrix(a, eye_like_batch(a), "linalg.inv");
+    y = solve_matrix(a, eye_like_batch(a), "linalg.inv", info_out);
   }
   if (needs_grad({a}))
     record("linalg_inv", {a}, {y},
@@ -161,6 +169,17 @@ Tensor linalg_inv(const Tensor& a) {
              return {neg(matmul(yt, matmul(g[0], yt)))};
            });
   return y;
+}
+
+}  // namespace
+
+Tensor linalg_inv(const Tensor& a) { return inv_impl(a, nullptr); }
+
+std::tuple<Tensor, Tensor> linalg_inv_ex(const Tensor& a, bool check_errors) {
+  Tensor info;
+  Tensor y = inv_impl(a, check_errors ? nullptr : &info);
+  if (check_errors) info = zeros(batch_shape(a), DType::Int32, a.device());
+  return {y, info};
 }
 
 Tensor linalg_solve(const Tensor& a, const Tensor& b, bool left) {
@@ -215,16 +234,18 @@ Tensor logdet(const Tensor& a) {
   return add(logabs, log(sign));
 }
 
-Tensor linalg_cholesky(const Tensor& a, bool upper, const char* op) {
+namespace {
+
+Tensor cholesky_impl(const Tensor& a, bool upper, const char* op, Tensor* info_out) {
   check_linalg_input(a, op, true);
-  if (upper) return mT(linalg_cholesky(mT(a), false, op));
+  if (upper) return mT(cholesky_impl(mT(a), false, op, info_out));
   Tensor l;
   {
     GradModeGuard no_grad(false);
     Tensor cl = cpu_batch(a);
     Tensor info = new_info(cl.size(0));
     require_kernel(cpu_kernels().linalg_cholesky, op, Device())(cl, info);
-    check_info(info, op, a.dim() > 2, [](int64_t i) {
+    check_info(info, op, batch_shape(a), a.device(), info_out, [](int64_t i) {
       return str_cat(
           "The factorization could not be completed because the input is not "
           "positive-definite (the leading minor of order ",
@@ -245,6 +266,19 @@ Tensor linalg_cholesky(const Tensor& a, bool upper, const char* op) {
              return {mul(add(s, mT(s)), 0.5)};
            });
   return l;
+}
+
+}  // namespace
+
+Tensor linalg_cholesky(const Tensor& a, bool upper, const char* op) {
+  return cholesky_impl(a, upper, op, nullptr);
+}
+
+std::tuple<Tensor, Tensor> linalg_cholesky_ex(const Tensor& a, bool upper, bool check_errors) {
+  Tensor info;
+  Tensor l = cholesky_impl(a, upper, "linalg.cholesky_ex", check_errors ? nullptr : &info);
+  if (check_errors) info = zeros(batch_shape(a), DType::Int32, a.device());
+  return {l, info};
 }
 
 std::tuple<Tensor, Tensor> linalg_qr(const Tensor& a, const std::string& mode) {

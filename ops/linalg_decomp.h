@@ -23,6 +23,12 @@ class LinAlgError : public Error {
 void check_linalg_input(const Tensor& a, const char* op, bool square);
 
 Tensor linalg_inv(const Tensor& a);
+// inv and cholesky that report failures in info (int32, batch shape: 0, or LAPACK's index of
+// the zero pivot / non-positive-definite minor) instead of raising, unless check_errors.
+// Where info is nonzero the result holds no meaningful values.
+std::tuple<Tensor, Tensor> linalg_inv_ex(const Tensor& a, bool check_errors = false);
+std::tuple<Tensor, Tensor> linalg_cholesky_ex(const Tensor& a, bool upper = false,
+                                              bool check_errors = false);
 // A X = B (left) or X A = B; B is a vector (batch) when B.dim() == 1 or B's shape is A's
 // without the last dim.
 Tensor linalg_solve(const Tensor& a, const Tensor& b, bool left = true);

@@ -202,15 +202,14 @@ Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper) {
 
 Tensor cholesky_inverse(const Tensor& l, bool upper) {
   check_linalg_input(l, "cholesky_inverse", true);
-  return cholesky_solve(expand(eye(l.size(-1), std::nullopt, l.dtype(), l.device()), l.sizes()),
-                        l, upper);
+  return cholesky_solve(expand(eye(l.size(-1), std::nullopt, l.dtype(), l.device()), l.sizes()), l,
+                        upper);
 }
 
 std::tuple<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper,
                                             bool transpose, bool unitriangular) {
   const Tensor t = transpose ? mT(a) : a;
-  return {linalg_solve_triangular(t, b, transpose ? !upper : upper, true, unitriangular),
-          clone(a)};
+  return {linalg_solve_triangular(t, b, transpose ? !upper : upper, true, unitriangular), clone(a)};
 }
 
 }  // namespace kiln

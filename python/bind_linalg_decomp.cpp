@@ -185,12 +185,28 @@ void init_linalg_decomp(py::module_& m, TensorClass& cls) {
              py::kw_only(), py::arg("upper"), py::arg("left") = true,
              py::arg("unitriangular") = false);
   linalg.def("matmul", &matmul, py::arg("input"), py::arg("other"));
+  static py::object inv_ex_type = result_type("inv_ex", py::make_tuple("inverse", "info"));
+  static py::object cholesky_ex_type = result_type("cholesky_ex", py::make_tuple("L", "info"));
+  linalg.def(
+      "inv_ex",
+      [](const Tensor& a, bool check_errors) {
+        auto [y, info] = linalg_inv_ex(a, check_errors);
+        return inv_ex_type(y, info);
+      },
+      py::arg("A"), py::kw_only(), py::arg("check_errors") = false);
+  linalg.def(
+      "cholesky_ex",
+      [](const Tensor& a, bool upper, bool check_errors) {
+        auto [l, info] = linalg_cholesky_ex(a, upper, check_errors);
+        return cholesky_ex_type(l, info);
+      },
+      py::arg("A"), py::kw_only(), py::arg("upper") = false, py::arg("check_errors") = false);
   linalg.def(
       "cond",
       [](const Tensor& a, py::object p) {
         if (py::isinstance<py::str>(p)) return linalg_cond(a, p.cast<std::string>());
-        return linalg_cond(a, p.is_none() ? std::nullopt
-                                          : std::optional<double>(number_order(p, "linalg.cond")));
+        return linalg_cond(
+            a, p.is_none() ? std::nullopt : std::optional<double>(number_order(p, "linalg.cond")));
       },
       py::arg("A"), py::arg("p") = py::none());
 

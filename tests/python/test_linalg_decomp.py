@@ -542,3 +542,18 @@ def test_cholesky_solve_inverse_triangular_solve(upper):
                                      transpose=transpose)
         assert_close(x, np.linalg.solve(t.T if transpose else t, b))
         assert_close(c, a)
+
+
+def test_ex_variants_report_info():
+    good = well_conditioned(3, 3)
+    bad = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]])
+    y, info = LA.inv_ex(kiln.tensor(np.stack([good, bad])))
+    assert info.dtype == kiln.int32 and info.tolist()[0] == 0 and info.tolist()[1] > 0
+    assert_close(y[0], np.linalg.inv(good))
+    with pytest.raises(LA.LinAlgError, match=r"\[linalg\.inv\] \(Batch element 1\)"):
+        LA.inv_ex(kiln.tensor(np.stack([good, bad])), check_errors=True)
+    l, info = LA.cholesky_ex(kiln.tensor(np.stack([spd(3, 3), -spd(3, 3)])))
+    assert info.tolist() == [0, 1]
+    l, info = LA.cholesky_ex(kiln.tensor(spd(2, 3, 3)), upper=True, check_errors=True)
+    assert info.tolist() == [0, 0] and tuple(info.shape) == (2,)
+    gradcheck(lambda m: LA.inv_ex(m).inverse, good)
