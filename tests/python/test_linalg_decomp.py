@@ -557,3 +557,24 @@ def test_ex_variants_report_info():
     l, info = LA.cholesky_ex(kiln.tensor(spd(2, 3, 3)), upper=True, check_errors=True)
     assert info.tolist() == [0, 0] and tuple(info.shape) == (2,)
     gradcheck(lambda m: LA.inv_ex(m).inverse, good)
+
+
+@requires_gpu
+def test_cuda_inputs_round_trip_through_cpu():
+    # Note [CUDA linear algebra through the CPU]: results and gradients stay on the GPU.
+    a = well_conditioned(2, 3, 3)
+    x = kiln.tensor(a, device="cuda", requires_grad=True)
+    for out, expected in [(LA.inv(x), np.linalg.inv(a)), (LA.det(x), np.linalg.det(a)),
+                          (LA.svdvals(x), np.linalg.svd(a, compute_uv=False)),
+                          (LA.eigvalsh(sym(x)), np.linalg.eigvalsh(a + np.swapaxes(a, -1, -2))),
+                          (LA.pinv(x), np.linalg.pinv(a)),
+                          (LA.matrix_norm(x, "nuc"), np.linalg.norm(a, "nuc", axis=(-2, -1))),
+                          (LA.solve(x, x[..., :1]), np.linalg.solve(a, a[..., :1])),
+                          (LA.cholesky(x @ x.mT), np.linalg.cholesky(a @ np.swapaxes(a, -1, -2)))]:
+        assert out.device.type == "cuda"
+        assert_close(out.cpu(), expected, atol=1e-9, rtol=1e-9)
+    LA.det(x).sum().backward()
+    assert x.grad.device.type == "cuda"
+    assert_close(x.grad.cpu(), np.linalg.det(a)[:, None, None] * np.swapaxes(np.linalg.inv(a), -1, -2))
+    with pytest.raises(LA.LinAlgError, match=r"\[linalg\.inv\]"):
+        LA.inv(kiln.zeros(2, 2, device="cuda"))
