@@ -97,7 +97,8 @@ def test_solve_vector_batch_and_left_false():
     assert_close(LA.solve(kiln.tensor(a), kiln.tensor(b)), np.linalg.solve(a, b[..., None])[..., 0])
     c = RNG.uniform(-1, 1, size=(3, 2, 4))
     x = LA.solve(kiln.tensor(a), kiln.tensor(c), left=False)
-    assert_close(x, np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(c, -1, -2)), -1, -2))
+    ct = np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(c, -1, -2))
+    assert_close(x, np.swapaxes(ct, -1, -2))
 
 
 @pytest.mark.parametrize("upper", [False, True])
@@ -153,7 +154,8 @@ def test_torch_svd_alias():
 def test_eigh(uplo):
     a = RNG.uniform(-1, 1, size=(2, 4, 4))  # not symmetric: only one triangle is read
     tri = np.tril(a) if uplo == "L" else np.triu(a)
-    full = tri + np.swapaxes(tri, -1, -2) - np.eye(4) * np.diagonal(a, axis1=-2, axis2=-1)[..., None, :]
+    diag = np.eye(4) * np.diagonal(a, axis1=-2, axis2=-1)[..., None, :]
+    full = tri + np.swapaxes(tri, -1, -2) - diag
     w, v = LA.eigh(kiln.tensor(a), UPLO=uplo)
     nw, nv = np.linalg.eigh(full)
     assert_close(w, nw)
@@ -208,7 +210,8 @@ def test_lstsq_rank_deficient_and_wide():
         assert_close(res.solution, np.linalg.lstsq(a, b, rcond=None)[0], atol=1e-8, rtol=1e-8)
     w = RNG.uniform(-1, 1, size=(2, 4))
     c = RNG.uniform(-1, 1, size=(2,))
-    assert_close(LA.lstsq(kiln.tensor(w), kiln.tensor(c)).solution, np.linalg.lstsq(w, c, rcond=None)[0])
+    assert_close(LA.lstsq(kiln.tensor(w), kiln.tensor(c)).solution,
+                 np.linalg.lstsq(w, c, rcond=None)[0])
 
 
 @pytest.mark.parametrize("hermitian", [False, True])
@@ -365,7 +368,8 @@ def test_qr_grad_errors():
 def test_singular_errors():
     s = kiln.tensor([[1.0, 2.0], [2.0, 4.0]])
     with pytest.raises(LA.LinAlgError, match=r"^\[linalg\.inv\] The diagonal element 2 is zero, "
-                       r"the inversion could not be completed because the input matrix is singular\.$"):
+                       r"the inversion could not be completed because the input matrix is "
+                       r"singular\.$"):
         LA.inv(s)
     assert issubclass(LA.LinAlgError, RuntimeError) and kiln._C._LinAlgError is LA.LinAlgError
     batch = kiln.stack([kiln.eye(2, dtype=kiln.float32), s])
@@ -398,7 +402,8 @@ def test_dtype_errors(fn):
 
 def test_shape_and_argument_errors():
     a = kiln.eye(3, dtype=kiln.float64)
-    with pytest.raises(RuntimeError, match=r"\[linalg\.solve\] Incompatible shapes .*\[3, 3\] and \[4, 2\]"):
+    with pytest.raises(RuntimeError,
+                       match=r"\[linalg\.solve\] Incompatible shapes .*\[3, 3\] and \[4, 2\]"):
         LA.solve(a, kiln.ones(4, 2, dtype=kiln.float64))
     with pytest.raises(RuntimeError, match=r"\[linalg\.solve_triangular\] Incompatible shapes"):
         LA.solve_triangular(a, kiln.ones(4, 2, dtype=kiln.float64), upper=True)
@@ -418,7 +423,8 @@ def test_shape_and_argument_errors():
         LA.multi_dot([a])
     with pytest.raises(RuntimeError, match=r"\[linalg\.multi_dot\] tensor 1 must be 2D"):
         LA.multi_dot([a, kiln.ones(3, dtype=kiln.float64), a])
-    with pytest.raises(RuntimeError, match=r"\[linalg\.multi_dot\] tensors 0 and 1 .*\[3, 3\] and \[2, 2\]"):
+    with pytest.raises(RuntimeError,
+                       match=r"\[linalg\.multi_dot\] tensors 0 and 1 .*\[3, 3\] and \[2, 2\]"):
         LA.multi_dot([a, kiln.eye(2, dtype=kiln.float64)])
     with pytest.raises(RuntimeError, match=r"\[linalg\.matrix_power\] .*square.*\[2, 3\]"):
         LA.matrix_power(kiln.ones(2, 3), 2)
@@ -460,7 +466,8 @@ def test_against_torch_forward(device):
     b = RNG.uniform(-1, 1, size=(2, 3, 2))
     kb, tb = _pair(b, torch, device)
     _close(LA.solve(ka, kb), torch.linalg.solve(ta, tb))
-    _close(LA.solve_triangular(ka, kb, upper=True), torch.linalg.solve_triangular(ta, tb, upper=True))
+    _close(LA.solve_triangular(ka, kb, upper=True),
+           torch.linalg.solve_triangular(ta, tb, upper=True))
     for ord in MATRIX_ORDS:
         _close(LA.matrix_norm(ka, ord), torch.linalg.matrix_norm(ta, ord))
     _close(LA.matrix_power(ka, -2), torch.linalg.matrix_power(ta, -2))
@@ -575,6 +582,7 @@ def test_cuda_inputs_round_trip_through_cpu():
         assert_close(out.cpu(), expected, atol=1e-9, rtol=1e-9)
     LA.det(x).sum().backward()
     assert x.grad.device.type == "cuda"
-    assert_close(x.grad.cpu(), np.linalg.det(a)[:, None, None] * np.swapaxes(np.linalg.inv(a), -1, -2))
+    expected = np.linalg.det(a)[:, None, None] * np.swapaxes(np.linalg.inv(a), -1, -2)
+    assert_close(x.grad.cpu(), expected)
     with pytest.raises(LA.LinAlgError, match=r"\[linalg\.inv\]"):
         LA.inv(kiln.zeros(2, 2, device="cuda"))
