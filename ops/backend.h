@@ -172,6 +172,32 @@ struct Backend {
   void (*avg_pool2d_forward)(const Tensor& out, const Tensor& in, const Pool2dParams& p) = nullptr;
   void (*avg_pool2d_backward)(const Tensor& grad_in, const Tensor& grad_out,
                               const Pool2dParams& p) = nullptr;
+  // Dense decompositions (ops/linalg_decomp.cpp). Every tensor is contiguous [B, rows, cols]
+  // (vectors [B, k], info and rank [B] int64) of float32 or float64; only the CPU has them
+  // (Note [CUDA linear algebra through the CPU]). info is LAPACK's: 0, or the 1-based index
+  // of the first zero pivot (lu, solve) or non-positive-definite leading minor (cholesky).
+  // lu: in place P A = L U (unit L below the diagonal, U on and above); sign <- det(P).
+  void (*linalg_lu)(const Tensor& lu, const Tensor& sign, const Tensor& info) = nullptr;
+  // x holds B on entry and A^-1 B on exit (left as is where info is nonzero).
+  void (*linalg_solve)(const Tensor& x, const Tensor& a, const Tensor& info) = nullptr;
+  // In place: the lower triangle of A on entry, its Cholesky factor L on exit (zero above).
+  void (*linalg_cholesky)(const Tensor& l, const Tensor& info) = nullptr;
+  // Householder QR; r is [B, k, n] (k = m or min(m, n)), q [B, m, k] or undefined.
+  void (*linalg_qr)(const Tensor& q, const Tensor& r, const Tensor& a) = nullptr;
+  // Singular values s (descending) and, when u is defined, u and vh (full or thin).
+  void (*linalg_svd)(const Tensor& u, const Tensor& s, const Tensor& vh, const Tensor& a,
+                     bool full_matrices) = nullptr;
+  // Eigenvalues w (ascending) and, when v is defined, eigenvectors of the symmetric matrix
+  // read from a's upper or lower triangle.
+  void (*linalg_eigh)(const Tensor& w, const Tensor& v, const Tensor& a, bool upper) = nullptr;
+  // x holds B on entry and T^-1 B on exit, T the upper or lower triangle of a.
+  void (*linalg_solve_triangular)(const Tensor& x, const Tensor& a, bool upper,
+                                  bool unitriangular) = nullptr;
+  // Least squares x = argmin |a x - rhs| of minimum norm; rank <- the effective rank at
+  // relative tolerance rcond. use_svd: by SVD (sv <- singular values), else by a complete
+  // orthogonal decomposition (sv unused).
+  void (*linalg_lstsq)(const Tensor& x, const Tensor& rank, const Tensor& sv, const Tensor& a,
+                       const Tensor& rhs, double rcond, bool use_svd) = nullptr;
 };
 
 // The CUDA backend installs its table here when the library loads.

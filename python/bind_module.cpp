@@ -46,6 +46,7 @@ PYBIND11_MODULE(_C, m) {
   init_shape(m, cls);
   init_reduce(m, cls);
   init_linalg(m, cls);
+  init_linalg_decomp(m, cls);
   init_index(m, cls);
   init_nn(m, cls);
   init_random(m, cls);

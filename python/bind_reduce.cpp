@@ -9,6 +9,7 @@
 #include "ops/binary.h"
 #include "ops/calculus.h"
 #include "ops/copy.h"
+#include "ops/linalg_matrix.h"
 #include "ops/statistics.h"
 #include "ops/reduce.h"
 #include "python/arg_parsing.h"
@@ -77,7 +78,6 @@ double parse_norm_order(py::handle p, const char* op) {
   if (py::isinstance<py::str>(p)) {
     std::string s = p.cast<std::string>();
     if (s == "fro") return 2.0;
-    KILN_CHECK(s != "nuc", NotImplemented, "[", op, "] the nuclear norm is not supported yet");
     fail(ErrorKind::Runtime, "[", op, "] unknown norm type '", s, "'");
   }
   KILN_CHECK(py::isinstance<py::int_>(p) || py::isinstance<py::float_>(p), Type, "[", op,
@@ -173,6 +173,14 @@ void init_reduce(py::module_& m, TensorClass& cls) {
 
   auto norm_fn = [](const Tensor& x, py::object p, py::object dim, bool keepdim,
                     py::object dtype) {
+    // The nuclear norm is a matrix norm: over the two given dims, or of a 2-D input.
+    if (py::isinstance<py::str>(p) && p.cast<std::string>() == "nuc") {
+      std::optional<std::vector<int64_t>> dims = parse_dims(dim, "norm");
+      KILN_CHECK(dims || x.dim() == 2, Runtime,
+                 "[norm] p='nuc' without dim needs a 2-D input, got shape ", x.sizes());
+      return linalg_matrix_norm(x, std::string("nuc"), dims.value_or(std::vector<int64_t>{0, 1}),
+                                keepdim, parse_dtype(dtype, "norm"), "norm");
+    }
     return vector_norm(x, parse_norm_order(p, "norm"), parse_dims(dim, "norm"), keepdim,
                        parse_dtype(dtype, "norm"), "norm");
   };

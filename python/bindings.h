@@ -22,6 +22,8 @@ void init_view(pybind11::module_& m, TensorClass& cls);
 void init_shape(pybind11::module_& m, TensorClass& cls);
 void init_reduce(pybind11::module_& m, TensorClass& cls);
 void init_linalg(pybind11::module_& m, TensorClass& cls);
+// After init_errors: its LinAlgError translator must be registered later to win.
+void init_linalg_decomp(pybind11::module_& m, TensorClass& cls);
 void init_index(pybind11::module_& m, TensorClass& cls);
 void init_nn(pybind11::module_& m, TensorClass& cls);
 void init_random(pybind11::module_& m, TensorClass& cls);

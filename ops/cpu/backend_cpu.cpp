@@ -40,6 +40,14 @@ const Backend& backend() {
     b.max_pool2d_backward = max_pool2d_backward_kernel;
     b.avg_pool2d_forward = avg_pool2d_forward_kernel;
     b.avg_pool2d_backward = avg_pool2d_backward_kernel;
+    b.linalg_lu = linalg_lu_kernel;
+    b.linalg_solve = linalg_solve_kernel;
+    b.linalg_cholesky = linalg_cholesky_kernel;
+    b.linalg_qr = linalg_qr_kernel;
+    b.linalg_svd = linalg_svd_kernel;
+    b.linalg_eigh = linalg_eigh_kernel;
+    b.linalg_solve_triangular = linalg_solve_triangular_kernel;
+    b.linalg_lstsq = linalg_lstsq_kernel;
     return b;
   }();
   return table;

@@ -66,4 +66,16 @@ void avg_pool2d_forward_kernel(const Tensor& out, const Tensor& in, const Pool2d
 void avg_pool2d_backward_kernel(const Tensor& grad_in, const Tensor& grad_out,
                                 const Pool2dParams& p);
 
+void linalg_lu_kernel(const Tensor& lu, const Tensor& sign, const Tensor& info);
+void linalg_solve_kernel(const Tensor& x, const Tensor& a, const Tensor& info);
+void linalg_cholesky_kernel(const Tensor& l, const Tensor& info);
+void linalg_qr_kernel(const Tensor& q, const Tensor& r, const Tensor& a);
+void linalg_svd_kernel(const Tensor& u, const Tensor& s, const Tensor& vh, const Tensor& a,
+                       bool full_matrices);
+void linalg_eigh_kernel(const Tensor& w, const Tensor& v, const Tensor& a, bool upper);
+void linalg_solve_triangular_kernel(const Tensor& x, const Tensor& a, bool upper,
+                                    bool unitriangular);
+void linalg_lstsq_kernel(const Tensor& x, const Tensor& rank, const Tensor& sv, const Tensor& a,
+                         const Tensor& rhs, double rcond, bool use_svd);
+
 }  // namespace kiln::cpu
