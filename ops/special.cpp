@@ -1,0 +1,234 @@
+// Composite elementwise math (ops/special.h). Each op is a few table ops, so it runs
+// on every device and autograd differentiates it through its parts; where a part
+// would produce NaN in a masked-off branch, its input is replaced first so the
+// gradient stays finite.
+#include "ops/special.h"
+
+#include <cmath>
+
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/promotion.h"
+#include "core/shape.h"
+#include "ops/binary.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kSqrt2 = 1.41421356237309504880;
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kLn2 = 0.69314718055994530942;
+
+Tensor as_float(const Tensor& x) { return to_dtype(x, to_floating(x.dtype())); }
+
+// Both operands in the float dtype of their result_type. A Python number becomes a
+// 0-d tensor of that dtype on the other operand's device, so its value is not
+// rounded through float32 and it never widens the result.
+std::pair<Tensor, Tensor> float_operands(const Tensor& a, const Tensor& b, const char* op) {
+  const Device dev = common_device({a, b}, op);
+  broadcast_shapes(a.sizes(), b.sizes(), op);  // raises under this op's name
+  const DType dt = to_floating(result_type(a, b));
+  auto convert = [&](const Tensor& t) {
+    if (!t.impl()->wrapped_number_) return to_dtype(t, dt);
+    return to_device(to_dtype(detach(t), dt), dev);
+  };
+  return {convert(a), convert(b)};
+}
+
+Tensor like(const Tensor& t, double v) { return full({}, Scalar(v), t.dtype(), t.device()); }
+
+}  // namespace
+
+Tensor sgn(const Tensor& x) { return sign(x); }
+const Tensor& sgn_(const Tensor& self) { return sign_(self); }
+
+Tensor positive(const Tensor& x) {
+  KILN_CHECK(x.dtype() != DType::Bool, Runtime,
+             "[positive] The `+` operator, on a bool tensor is not supported.");
+  return x;
+}
+
+Tensor fix(const Tensor& x) { return trunc(x); }
+const Tensor& fix_(const Tensor& self) { return trunc_(self); }
+
+Tensor logit(const Tensor& x, std::optional<double> eps) {
+  Tensor v = as_float(x);
+  if (eps) v = clamp(v, Scalar(*eps), Scalar(1.0 - *eps));
+  return log(div(v, rsub(v, Scalar(1))));
+}
+
+const Tensor& logit_(const Tensor& self, std::optional<double> eps) {
+  return assign_inplace(self, {}, "logit_", [eps](const Tensor& s) { return logit(s, eps); });
+}
+
+Tensor sinc(const Tensor& x) {
+  Tensor v = as_float(x);
+  Tensor at_zero = eq(v, Scalar(0));
+  Tensor pix = mul(where(at_zero, like(v, 1), v), Scalar(kPi));
+  return where(at_zero, like(v, 1), div(sin(pix), pix));
+}
+
+const Tensor& sinc_(const Tensor& self) {
+  return assign_inplace(self, {}, "sinc_", [](const Tensor& s) { return sinc(s); });
+}
+
+Tensor special_ndtr(const Tensor& x) {
+  // erfc keeps the lower tail accurate where 1 + erf would cancel.
+  return mul(erfc(mul(as_float(x), Scalar(-kSqrt1_2))), Scalar(0.5));
+}
+
+Tensor special_ndtri(const Tensor& p) {
+  return mul(erfinv(sub(mul(as_float(p), Scalar(2)), Scalar(1))), Scalar(kSqrt2));
+}
+
+Tensor special_log_ndtr(const Tensor& x) { return log(special_ndtr(x)); }
+
+Tensor special_entr(const Tensor& x) {
+  Tensor v = as_float(x);
+  Tensor pos = gt(v, Scalar(0));
+  Tensor safe = where(pos, v, like(v, 1));
+  Tensor inner = where(eq(v, Scalar(0)), like(v, 0), like(v, -INFINITY));
+  return where(isnan(v), v, where(pos, neg(mul(safe, log(safe))), inner));
+}
+
+namespace {
+// x * f(y), 0 where x == 0 and y is not NaN; y is replaced there so f never
+// sees a value whose NaN/inf would leak into the gradient.
+template <typename F>
+Tensor x_times(const Tensor& a, const Tensor& b, const char* op, F f) {
+  auto [x, y] = float_operands(a, b, op);
+  Tensor zero_x = logical_and(eq(x, Scalar(0)), logical_not(isnan(y)));
+  Tensor safe_y = where(zero_x, like(y, 1), y);
+  return where(zero_x, like(x, 0), mul(x, f(safe_y)));
+}
+}  // namespace
+
+Tensor xlogy(const Tensor& x, const Tensor& y) {
+  return x_times(x, y, "xlogy", [](const Tensor& t) { return log(t); });
+}
+
+const Tensor& xlogy_(const Tensor& self, const Tensor& other) {
+  return assign_inplace(self, {other}, "xlogy_", [&](const Tensor& s) { return xlogy(s, other); });
+}
+
+Tensor special_xlog1py(const Tensor& x, const Tensor& y) {
+  return x_times(x, y, "xlog1py", [](const Tensor& t) { return log1p(t); });
+}
+
+namespace {
+// max(a, b) + log1p(base^-|a - b|) / ln(base); equal infinities give themselves
+// (inf - inf would be NaN).
+Tensor log_add(const Tensor& a, const Tensor& b, const char* op, bool base2) {
+  auto [x, y] = float_operands(a, b, op);
+  Tensor same_inf = logical_and(isinf(x), eq(x, y));
+  Tensor d = neg(abs(sub(where(same_inf, like(x, 0), x), where(same_inf, like(y, 0), y))));
+  Tensor tail = base2 ? div(log1p(exp2(d)), Scalar(kLn2)) : log1p(exp(d));
+  return where(same_inf, x, add(maximum(x, y), tail));
+}
+}  // namespace
+
+Tensor logaddexp(const Tensor& a, const Tensor& b) { return log_add(a, b, "logaddexp", false); }
+Tensor logaddexp2(const Tensor& a, const Tensor& b) { return log_add(a, b, "logaddexp2", true); }
+
+Tensor hypot(const Tensor& a, const Tensor& b) {
+  auto [x, y] = float_operands(a, b, "hypot");
+  return sqrt(add(mul(x, x), mul(y, y)));
+}
+
+const Tensor& hypot_(const Tensor& self, const Tensor& other) {
+  return assign_inplace(self, {other}, "hypot_", [&](const Tensor& s) { return hypot(s, other); });
+}
+
+Tensor copysign(const Tensor& a, const Tensor& b) {
+  auto [x, y] = float_operands(a, b, "copysign");
+  Tensor magnitude = abs(x);
+  return where(signbit(y), neg(magnitude), magnitude);
+}
+
+const Tensor& copysign_(const Tensor& self, const Tensor& other) {
+  return assign_inplace(self, {other}, "copysign_",
+                        [&](const Tensor& s) { return copysign(s, other); });
+}
+
+Tensor heaviside(const Tensor& x, const Tensor& values) {
+  KILN_CHECK(x.dtype() == values.dtype(), Runtime,
+             "[heaviside] heaviside is not yet implemented for tensors with different dtypes: "
+             "input is ", x.dtype(), ", values is ", values.dtype());
+  Tensor out;
+  {
+    GradModeGuard no_grad(false);
+    out = where(eq(x, Scalar(0)), values, to_dtype(gt(x, Scalar(0)), x.dtype()));
+  }
+  if (is_floating(out.dtype()) && needs_grad({x, values})) {
+    record("heaviside", {x, values}, {out},
+           [](const std::vector<Tensor>&, Node&) -> std::vector<Tensor> {
+             fail(ErrorKind::Runtime, "[heaviside] the derivative for 'heaviside' is not "
+                  "implemented.");
+           });
+  }
+  return out;
+}
+
+const Tensor& heaviside_(const Tensor& self, const Tensor& values) {
+  return assign_inplace(self, {values}, "heaviside_",
+                        [&](const Tensor& s) { return heaviside(s, values); });
+}
+
+Tensor ldexp(const Tensor& input, const Tensor& other) {
+  return mul(input, pow(wrapped_scalar(Scalar(2.0)), other));
+}
+
+const Tensor& ldexp_(const Tensor& self, const Tensor& other) {
+  return assign_inplace(self, {other}, "ldexp_", [&](const Tensor& s) { return ldexp(s, other); });
+}
+
+Tensor float_power(const Tensor& input, const Tensor& exponent) {
+  const Device dev = common_device({input, exponent}, "float_power");
+  auto wide = [dev](const Tensor& t) {
+    return t.impl()->wrapped_number_ ? to_device(to_dtype(detach(t), DType::Float64), dev)
+                                     : to_dtype(t, DType::Float64);
+  };
+  return pow(wide(input), wide(exponent));
+}
+
+const Tensor& float_power_(const Tensor& self, const Tensor& exponent) {
+  KILN_CHECK(self.dtype() == DType::Float64, Runtime, "[float_power_] the base given to "
+             "float_power_ has dtype ", self.dtype(), " but the operation's result requires "
+             "dtype float64");
+  return assign_inplace(self, {exponent}, "float_power_",
+                        [&](const Tensor& s) { return float_power(s, exponent); });
+}
+
+Tensor clamp_min(const Tensor& x, Scalar min) { return clamp(x, min, std::nullopt); }
+Tensor clamp_min(const Tensor& x, const Tensor& min) { return clamp(x, min, Tensor()); }
+Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, max); }
+Tensor clamp_max(const Tensor& x, const Tensor& max) { return clamp(x, Tensor(), max); }
+
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique,
+            bool invert) {
+  // assume_unique only lets PyTorch pick a faster algorithm; the answer is the same.
+  (void)assume_unique;
+  common_device({elements, test_elements}, "isin");
+  GradModeGuard no_grad(false);
+  // Every element against every test value: one broadcast comparison, then any.
+  Tensor hits = eq(unsqueeze(elements, -1), flatten(test_elements));
+  Tensor found = any(hits, std::vector<int64_t>{-1});
+  return invert ? logical_not(found) : found;
+}
+
+Tensor isneginf(const Tensor& x) { return logical_and(isinf(x), lt(x, Scalar(0))); }
+Tensor isposinf(const Tensor& x) { return logical_and(isinf(x), gt(x, Scalar(0))); }
+Tensor isreal(const Tensor& x) {
+  return full(x.sizes(), Scalar(true), DType::Bool, x.device());
+}
+
+}  // namespace kiln
