@@ -337,7 +337,7 @@ def test_heaviside():
     v = np.array([0.5, 0.25, 0.75, 0.1])
     got = kiln.heaviside(kiln.tensor(a), kiln.tensor(v))
     assert_close(got, np.heaviside(a, v))
-    assert_close(kiln.tensor(a).heaviside(kiln.tensor([0.3])), np.heaviside(a, 0.3))
+    assert_close(kiln.tensor(a).heaviside(kiln.tensor([0.3], dtype=kiln.float64)), np.heaviside(a, 0.3))
     x = kiln.tensor(a)
     assert x.heaviside_(kiln.tensor(v)) is x
     assert_close(x, np.heaviside(a, v))
