@@ -162,7 +162,8 @@ const Tensor& copysign_(const Tensor& self, const Tensor& other) {
 Tensor heaviside(const Tensor& x, const Tensor& values) {
   KILN_CHECK(x.dtype() == values.dtype(), Runtime,
              "[heaviside] heaviside is not yet implemented for tensors with different dtypes: "
-             "input is ", x.dtype(), ", values is ", values.dtype());
+             "input is ",
+             x.dtype(), ", values is ", values.dtype());
   Tensor out;
   {
     GradModeGuard no_grad(false);
@@ -171,7 +172,8 @@ Tensor heaviside(const Tensor& x, const Tensor& values) {
   if (is_floating(out.dtype()) && needs_grad({x, values})) {
     record("heaviside", {x, values}, {out},
            [](const std::vector<Tensor>&, Node&) -> std::vector<Tensor> {
-             fail(ErrorKind::Runtime, "[heaviside] the derivative for 'heaviside' is not "
+             fail(ErrorKind::Runtime,
+                  "[heaviside] the derivative for 'heaviside' is not "
                   "implemented.");
            });
   }
@@ -201,8 +203,11 @@ Tensor float_power(const Tensor& input, const Tensor& exponent) {
 }
 
 const Tensor& float_power_(const Tensor& self, const Tensor& exponent) {
-  KILN_CHECK(self.dtype() == DType::Float64, Runtime, "[float_power_] the base given to "
-             "float_power_ has dtype ", self.dtype(), " but the operation's result requires "
+  KILN_CHECK(self.dtype() == DType::Float64, Runtime,
+             "[float_power_] the base given to "
+             "float_power_ has dtype ",
+             self.dtype(),
+             " but the operation's result requires "
              "dtype float64");
   return assign_inplace(self, {exponent}, "float_power_",
                         [&](const Tensor& s) { return float_power(s, exponent); });
@@ -213,8 +218,7 @@ Tensor clamp_min(const Tensor& x, const Tensor& min) { return clamp(x, min, Tens
 Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, max); }
 Tensor clamp_max(const Tensor& x, const Tensor& max) { return clamp(x, Tensor(), max); }
 
-Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique,
-            bool invert) {
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique, bool invert) {
   // assume_unique only lets PyTorch pick a faster algorithm; the answer is the same.
   (void)assume_unique;
   common_device({elements, test_elements}, "isin");
@@ -227,8 +231,6 @@ Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_uni
 
 Tensor isneginf(const Tensor& x) { return logical_and(isinf(x), lt(x, Scalar(0))); }
 Tensor isposinf(const Tensor& x) { return logical_and(isinf(x), gt(x, Scalar(0))); }
-Tensor isreal(const Tensor& x) {
-  return full(x.sizes(), Scalar(true), DType::Bool, x.device());
-}
+Tensor isreal(const Tensor& x) { return full(x.sizes(), Scalar(true), DType::Bool, x.device()); }
 
 }  // namespace kiln

@@ -38,11 +38,16 @@ KILN_SPECIAL_HD A digamma(A x) {
     result -= A(1) / x;
     x += A(1);
   }
+  // psi(x) ~ log x - 1/(2x) - sum_k B_2k / (2k x^2k); these are B_2k / 2k, k = 1..7.
+  const double coef[7] = {1.0 / 12,  -1.0 / 120,     1.0 / 252, -1.0 / 240,
+                          1.0 / 132, -691.0 / 32760, 1.0 / 12};
   const A r = A(1) / (x * x);
-  // Bernoulli terms B_2k / (2k x^2k), k = 1..7.
-  A tail = A(1.0 / 12) - r * (A(1.0 / 120) - r * (A(1.0 / 252) - r * (A(1.0 / 240) -
-           r * (A(1.0 / 132) - r * (A(691.0 / 32760) - r * A(1.0 / 12))))));
-  return result + log(x) - A(0.5) / x - r * tail;
+  A sum = 0, power = r;
+  for (double c : coef) {
+    sum += A(c) * power;
+    power *= r;
+  }
+  return result + log(x) - A(0.5) / x - sum;
 }
 
 // psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 1. The Hurwitz zeta sum
@@ -66,8 +71,8 @@ KILN_SPECIAL_HD A polygamma(int n, A x) {
   const A xs = pow(x, -s);
   zeta += x * xs / (s - A(1)) + A(0.5) * xs;
   // B_2, B_4, ..., B_16.
-  const double bernoulli[8] = {1.0 / 6,    -1.0 / 30, 1.0 / 42,       -1.0 / 30,
-                               5.0 / 66,   -691.0 / 2730, 7.0 / 6,    -3617.0 / 510};
+  const double bernoulli[8] = {1.0 / 6,  -1.0 / 30,     1.0 / 42, -1.0 / 30,
+                               5.0 / 66, -691.0 / 2730, 7.0 / 6,  -3617.0 / 510};
   // factor_k = s (s+1) ... (s+2k-2) / (2k)! * x^-(s+2k-1)
   A factor = s * xs / (A(2) * x);
   for (int k = 1; k <= 8; ++k) {
@@ -127,9 +132,12 @@ KILN_SPECIAL_HD A erfinv(A y) {
     // erf(x) - y, through erfc in the tails, where erf(x) rounds to +-1 and would
     // leave the residual no significant digits.
     A residual;
-    if (y > A(0.5)) residual = (A(1) - y) - erfc(x);
-    else if (y < A(-0.5)) residual = erfc(-x) - (A(1) + y);
-    else residual = erf(x) - y;
+    if (y > A(0.5))
+      residual = (A(1) - y) - erfc(x);
+    else if (y < A(-0.5))
+      residual = erfc(-x) - (A(1) + y);
+    else
+      residual = erf(x) - y;
     const A step = residual / slope;
     x -= step;
     if (!(fabs(step) > fabs(x) * std::numeric_limits<A>::epsilon())) break;
