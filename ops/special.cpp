@@ -90,7 +90,26 @@ Tensor special_ndtri(const Tensor& p) {
   return mul(erfinv(sub(mul(as_float(p), Scalar(2)), Scalar(1))), Scalar(kSqrt2));
 }
 
-Tensor special_log_ndtr(const Tensor& x) { return log(special_ndtr(x)); }
+Tensor special_log_ndtr(const Tensor& x) {
+  // Below -10, ndtr underflows float32 (and float64 below -37); there log ndtr(x) =
+  // -x^2/2 - log(-x) - log(2 pi)/2 + log(sum_k (-1)^k (2k-1)!! x^-2k), twelve terms of
+  // the asymptotic series being within 1e-12 at x = -10. Each branch gets a safe input
+  // where it is not taken, so neither leaks NaN into the gradient.
+  Tensor v = as_float(x);
+  Tensor tail = lt(v, Scalar(-10));
+  Tensor direct = log(special_ndtr(where(tail, like(v, -10), v)));
+  Tensor t = where(tail, v, like(v, -20));
+  Tensor inv2 = reciprocal(mul(t, t));
+  double coef[13];
+  coef[0] = 1;
+  for (int k = 1; k <= 12; ++k) coef[k] = -coef[k - 1] * (2 * k - 1);
+  Tensor series = like(v, coef[12]);
+  for (int k = 11; k >= 0; --k) series = add(mul(series, inv2), Scalar(coef[k]));
+  constexpr double kHalfLog2Pi = 0.91893853320467274178;
+  Tensor asym =
+      sub(sub(log(series), log(neg(t))), add(mul(mul(t, t), Scalar(0.5)), Scalar(kHalfLog2Pi)));
+  return where(tail, asym, direct);
+}
 
 Tensor special_entr(const Tensor& x) {
   Tensor v = as_float(x);

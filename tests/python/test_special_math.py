@@ -215,6 +215,19 @@ def test_special_values():
     assert kiln.signbit(kiln.tensor([True, False])).tolist() == [False, False]
 
 
+def test_log_ndtr_far_lower_tail():
+    x = np.array([-12.0, -30.0, -9.5, -10.5])
+    expected = np.log(0.5 * _erfc(-x / math.sqrt(2)))
+    assert_close(kiln.special.log_ndtr(kiln.tensor(x)), expected, atol=1e-11, rtol=1e-11)
+    # float32: ndtr itself underflows below about -14.
+    got = kiln.special.log_ndtr(kiln.tensor([-20.0, -60.0], dtype=kiln.float32))
+    far = -1800.0 - math.log(60.0) - 0.5 * math.log(2 * math.pi) + math.log(
+        1 - 1 / 3600 + 3 / 3600 ** 2)
+    assert_close(got, np.array([math.log(0.5 * math.erfc(20 / math.sqrt(2))), far]),
+                 atol=1e-4, rtol=1e-6)
+    gradcheck(kiln.special.log_ndtr, np.array([-11.0, -9.0, -30.0]))
+
+
 def test_logit_eps_and_gradient():
     p = np.array([0.05, 0.3, 0.7, 0.97])
     x = kiln.tensor(p, requires_grad=True)
