@@ -169,8 +169,24 @@ const Tensor& hypot_(const Tensor& self, const Tensor& other) {
 
 Tensor copysign(const Tensor& a, const Tensor& b) {
   auto [x, y] = float_operands(a, b, "copysign");
-  Tensor magnitude = abs(x);
-  return where(signbit(y), neg(magnitude), magnitude);
+  Tensor out;
+  {
+    GradModeGuard no_grad(false);
+    Tensor magnitude = abs(x);
+    out = where(signbit(y), neg(magnitude), magnitude);
+  }
+  // PyTorch's rule: input gets g * out / input (0 where input is 0), other gets zeros.
+  if (needs_grad({x, y})) {
+    record("copysign", {x, y}, {out},
+           [sx = SavedTensor(x), sy = SavedTensor::output(out, 0)](
+               const std::vector<Tensor>& g, Node& self) -> std::vector<Tensor> {
+             Tensor in = sx.unpack(), res = sy.unpack(self);
+             Tensor at_zero = eq(in, Scalar(0));
+             Tensor ratio = where(at_zero, like(in, 0), div(res, where(at_zero, like(in, 1), in)));
+             return {mul(g[0], ratio), zeros_like(g[0])};
+           });
+  }
+  return out;
 }
 
 const Tensor& copysign_(const Tensor& self, const Tensor& other) {
