@@ -87,7 +87,43 @@ Tensor special_ndtr(const Tensor& x) {
 }
 
 Tensor special_ndtri(const Tensor& p) {
-  return mul(erfinv(sub(mul(as_float(p), Scalar(2)), Scalar(1))), Scalar(kSqrt2));
+  Tensor v = as_float(p);
+  Tensor out;
+  {
+    GradModeGuard no_grad(false);
+    // In float64, 2p - 1 is exact for float32 p and for p >= 1/4, so sqrt(2) erfinv(2p - 1)
+    // is accurate there. Below 1/4 it loses p's low bits (and is -inf once 2p - 1 rounds
+    // to -1), so the lower tail takes three Newton steps on log ndtr(x) = log p, whose
+    // lower tail is accurate, from that value or, where it is infinite, from the
+    // asymptotic root of ndtr(x) ~ pdf(x) / |x|.
+    constexpr double kHalfLog2Pi = 0.91893853320467274178;
+    Tensor q = to_dtype(v, DType::Float64);
+    Tensor x = mul(erfinv(sub(mul(q, Scalar(2)), Scalar(1))), Scalar(kSqrt2));
+    Tensor tail = logical_and(lt(q, Scalar(0.25)), gt(q, Scalar(0)));
+    Tensor safe_q = where(tail, q, like(q, 0.1));
+    Tensor log_q = log(safe_q);
+    Tensor m2log = mul(log_q, Scalar(-2));
+    Tensor guess = neg(sqrt(sub(sub(m2log, log(m2log)), Scalar(2 * kHalfLog2Pi))));
+    Tensor t = where(tail, where(isinf(x), guess, x), like(q, -1));
+    for (int i = 0; i < 3; ++i) {
+      Tensor log_cdf = special_log_ndtr(t);
+      // ndtr(t) / pdf(t), the inverse slope of log ndtr.
+      Tensor ratio = exp(add(add(log_cdf, mul(mul(t, t), Scalar(0.5))), Scalar(kHalfLog2Pi)));
+      t = sub(t, mul(sub(log_cdf, log_q), ratio));
+    }
+    out = to_dtype(where(tail, t, x), v.dtype());
+  }
+  if (needs_grad({v})) {
+    // d ndtri / dp = 1 / pdf(ndtri(p)) = sqrt(2 pi) exp(x^2 / 2).
+    record("special_ndtri", {v}, {out},
+           [sy = SavedTensor::output(out, 0)](const std::vector<Tensor>& g,
+                                              Node& self) -> std::vector<Tensor> {
+             Tensor y = sy.unpack(self);
+             constexpr double kSqrt2Pi = 2.50662827463100050242;
+             return {mul(g[0], mul(exp(mul(mul(y, y), Scalar(0.5))), Scalar(kSqrt2Pi)))};
+           });
+  }
+  return out;
 }
 
 Tensor special_log_ndtr(const Tensor& x) {

@@ -25,7 +25,8 @@ const Tensor& logit_(const Tensor& self, std::optional<double> eps = std::nullop
 // sin(pi x) / (pi x), 1 at 0.
 Tensor sinc(const Tensor& x);
 const Tensor& sinc_(const Tensor& self);
-// The standard normal CDF, its inverse and its log (torch.special.ndtr/ndtri/log_ndtr).
+// The standard normal CDF, its inverse and its log (torch.special.ndtr/ndtri/log_ndtr),
+// accurate in the lower tails (ndtri computes in float64).
 Tensor special_ndtr(const Tensor& x);
 Tensor special_ndtri(const Tensor& p);
 Tensor special_log_ndtr(const Tensor& x);

@@ -228,6 +228,29 @@ def test_log_ndtr_far_lower_tail():
     gradcheck(kiln.special.log_ndtr, np.array([-11.0, -9.0, -30.0]))
 
 
+def _ndtri_scalar(p):
+    lo, hi = -40.0, 40.0
+    for _ in range(200):  # bisection on log ndtr, accurate in the lower tail
+        mid = (lo + hi) / 2
+        if math.log(0.5 * math.erfc(-mid / math.sqrt(2))) < math.log(p):
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def test_ndtri_tails():
+    ps = [1e-300, 1e-20, 1e-10, 1e-3, 0.2, 0.3, 0.9]
+    got = kiln.special.ndtri(kiln.tensor(ps, dtype=kiln.float64))
+    assert_close(got, np.array([_ndtri_scalar(p) for p in ps]), atol=1e-13, rtol=1e-13)
+    edges = kiln.special.ndtri(kiln.tensor([0.0, 1.0, 1.5])).tolist()
+    assert edges[:2] == [-math.inf, math.inf] and math.isnan(edges[2])
+    p32 = kiln.tensor([1e-30, 1e-6], dtype=kiln.float32)
+    expected = np.array([_ndtri_scalar(v) for v in p32.double().tolist()])
+    assert_close(kiln.special.ndtri(p32), expected, atol=1e-6, rtol=1e-6)
+    gradcheck(kiln.special.ndtri, np.array([1e-3, 0.2, 0.8]))
+
+
 def test_logit_eps_and_gradient():
     p = np.array([0.05, 0.3, 0.7, 0.97])
     x = kiln.tensor(p, requires_grad=True)
