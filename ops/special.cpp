@@ -33,6 +33,15 @@ Tensor as_float(const Tensor& x) { return to_dtype(x, to_floating(x.dtype())); }
 // Both operands in the float dtype of their result_type. A Python number becomes a
 // 0-d tensor of that dtype on the other operand's device, so its value is not
 // rounded through float32 and it never widens the result.
+// hypot and logaddexp(2) have floating kernels only in PyTorch: integer operands raise
+// there instead of promoting.
+void check_floating_result(const Tensor& a, const Tensor& b, const char* op) {
+  const DType dt = result_type(a, b);
+  KILN_CHECK(is_floating(dt), NotImplemented, "[", op, "] not implemented for '",
+             scalar_type_name(dt), "' (input ", a.dtype(), ", other ", b.dtype(),
+             "): needs a floating point operand");
+}
+
 std::pair<Tensor, Tensor> float_operands(const Tensor& a, const Tensor& b, const char* op) {
   const Device dev = common_device({a, b}, op);
   broadcast_shapes(a.sizes(), b.sizes(), op);  // raises under this op's name
@@ -183,6 +192,7 @@ namespace {
 // max(a, b) + log1p(base^-|a - b|) / ln(base); equal infinities give themselves
 // (inf - inf would be NaN).
 Tensor log_add(const Tensor& a, const Tensor& b, const char* op, bool base2) {
+  check_floating_result(a, b, op);
   auto [x, y] = float_operands(a, b, op);
   Tensor same_inf = logical_and(isinf(x), eq(x, y));
   Tensor d = neg(abs(sub(where(same_inf, like(x, 0), x), where(same_inf, like(y, 0), y))));
@@ -195,6 +205,7 @@ Tensor logaddexp(const Tensor& a, const Tensor& b) { return log_add(a, b, "logad
 Tensor logaddexp2(const Tensor& a, const Tensor& b) { return log_add(a, b, "logaddexp2", true); }
 
 Tensor hypot(const Tensor& a, const Tensor& b) {
+  check_floating_result(a, b, "hypot");
   auto [x, y] = float_operands(a, b, "hypot");
   return sqrt(add(mul(x, x), mul(y, y)));
 }

@@ -10,7 +10,8 @@
 
 namespace kiln {
 
-// Float-valued ops: integer and bool operands compute in the default float dtype.
+// Float-valued ops: integer and bool operands compute in the default float dtype, except
+// for hypot and logaddexp(2), which raise NotImplementedError for them, as PyTorch does.
 
 // sign for real dtypes (torch.sgn); +x (bool is a RuntimeError); trunc (torch.fix).
 Tensor sgn(const Tensor& x);
