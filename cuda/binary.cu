@@ -89,6 +89,7 @@ __device__ A arithmetic(BinaryOp op, A x, A y) {
       case BinaryOp::fmod: return fmod(x, y);
       case BinaryOp::pow: return pow(x, y);
       case BinaryOp::atan2: return atan2(x, y);
+      case BinaryOp::nextafter: return nextafter(x, y);  // float32/float64 only (front end)
       default: return activation_grad::apply(op, x, y);
     }
   } else {

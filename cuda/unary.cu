@@ -3,6 +3,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "ops/dispatch.h"
+#include "ops/special_math.h"
 
 namespace kiln::cuda {
 
@@ -30,6 +31,13 @@ __device__ A unary_floating(UnaryOp op, A x, const UnaryParams& p) {
     case UnaryOp::tanh: return tanh(x);
     case UnaryOp::sigmoid: return A(1) / (A(1) + exp(-x));
     case UnaryOp::erf: return erf(x);
+    case UnaryOp::erfc: return erfc(x);
+    case UnaryOp::erfinv: return special_math::erfinv(x);
+    case UnaryOp::lgamma: return lgamma(x);
+    case UnaryOp::digamma: return special_math::digamma(x);
+    case UnaryOp::polygamma: return special_math::polygamma(static_cast<int>(p.a), x);
+    case UnaryOp::i0: return special_math::i0(x);
+    case UnaryOp::i1: return special_math::i1(x);
     case UnaryOp::square: return x * x;
     case UnaryOp::asin: return asin(x);
     case UnaryOp::acos: return acos(x);
@@ -105,6 +113,10 @@ __device__ bool unary_predicate(UnaryOp op, T v) {
     case UnaryOp::isfinite:
       if constexpr (std::is_floating_point_v<A>) return isfinite(x);
       return true;
+    case UnaryOp::signbit:
+      if constexpr (std::is_floating_point_v<A>) return signbit(x);
+      else if constexpr (std::is_signed_v<A>) return x < A(0);
+      return false;
     default:
       return false;
   }

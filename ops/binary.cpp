@@ -86,9 +86,19 @@ Grads binary_backward(BinaryOp op, const Tensor& g, const Tensor& a, const Tenso
   }
 }
 
+// nextafter steps to the neighbouring value of the result dtype itself, which the
+// kernels' float accumulation of half types cannot do.
+void check_nextafter(const Tensor& a, const Tensor& b) {
+  const DType dt = result_type(a, b);
+  KILN_CHECK(dt == DType::Float32 || dt == DType::Float64, NotImplemented,
+             "[nextafter] not implemented for dtype ", dt, " (input ", a.dtype(), ", other ",
+             b.dtype(), "): float32 and float64 only");
+}
+
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (op == BinaryOp::nextafter) check_nextafter(a, b);
   if (op == BinaryOp::pow)
     if (auto ac = autocast_args("pow", {a, b})) return binary(op, (*ac)[0], (*ac)[1]);
   Tensor out = binary_compute(op, a, b);
@@ -109,6 +119,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
+  if (op == BinaryOp::nextafter) check_nextafter(self, other);
   AutocastSuspend in_place;  // only out-of-place ops autocast
   const std::string name = str_cat(op_name(op), "_");
   return apply_inplace(

@@ -61,7 +61,13 @@ enum class AutocastPolicy : int8_t { Lower, Float32, Promote, None };
   _(bitwise_not, Same, None)           \
   _(isnan, Bool, None)                 \
   _(isinf, Bool, None)                 \
-  _(isfinite, Bool, None)
+  _(isfinite, Bool, None)              \
+  _(signbit, Bool, None)               \
+  _(lgamma, Float, None)               \
+  _(digamma, Float, None)              \
+  _(erfc, Float, None)                 \
+  _(erfinv, Float, Float32)            \
+  _(i0, Float, None)
 
 #define KILN_UNARY_PARAM_OPS(_)        \
   _(gelu, Float, None)                 \
@@ -70,7 +76,9 @@ enum class AutocastPolicy : int8_t { Lower, Float32, Promote, None };
   _(elu, Float, None)                  \
   _(softplus, Float, Float32)          \
   _(nan_to_num, Same, None)            \
-  _(clamp, Same, None)
+  _(clamp, Same, None)                 \
+  _(polygamma, Float, None)            \
+  _(i1, Float, None)
 
 #define KILN_UNARY_OPS(_) KILN_UNARY_SIMPLE_OPS(_) KILN_UNARY_PARAM_OPS(_)
 
@@ -81,7 +89,7 @@ enum class UnaryOp : int16_t {
 };
 
 // Parameters of the parametric unary ops (leaky_relu slope, elu alpha,
-// softplus beta/threshold, clamp bounds, nan_to_num replacements).
+// softplus beta/threshold, clamp bounds, nan_to_num replacements, polygamma order).
 struct UnaryParams {
   double a = 0, b = 0, c = 0;
   // clamp: which of a (min) / b (max) are given.
@@ -119,7 +127,8 @@ enum class BinaryKind : int8_t { Promote, Float, Compare, Integral };
   _(logical_xor, Compare, None)          \
   _(bitwise_and, Integral, None)         \
   _(bitwise_or, Integral, None)          \
-  _(bitwise_xor, Integral, None)
+  _(bitwise_xor, Integral, None)         \
+  _(nextafter, Promote, None)
 
 // Fused activation gradients f(grad, x) (x: the input; for sigmoid, tanh and
 // relu the saved result). Internal: backward rules use them when no graph of the

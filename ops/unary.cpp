@@ -25,13 +25,14 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2_Pi = 0.79788456080286535588;
+constexpr double kSqrtPi_2 = 0.88622692545275801365;
 
 // Which saved values a rule reads; the others are not kept alive.
 bool saves_result(UnaryOp op) {
   switch (op) {
     case UnaryOp::exp: case UnaryOp::exp2: case UnaryOp::expm1: case UnaryOp::sqrt:
     case UnaryOp::rsqrt: case UnaryOp::reciprocal: case UnaryOp::tan: case UnaryOp::tanh:
-    case UnaryOp::sigmoid: case UnaryOp::relu: case UnaryOp::elu:
+    case UnaryOp::sigmoid: case UnaryOp::relu: case UnaryOp::elu: case UnaryOp::erfinv:
       return true;
     default:
       return false;
@@ -83,6 +84,19 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
     case UnaryOp::sigmoid:
       return fused ? grad(BinaryOp::sigmoid_backward, y) : mul(g, mul(y, rsub(y, 1)));
     case UnaryOp::erf: return mul(g, mul(exp(neg(mul(x, x))), kTwoOverSqrtPi));
+    case UnaryOp::erfc: return mul(g, mul(exp(neg(mul(x, x))), -kTwoOverSqrtPi));
+    case UnaryOp::erfinv: return mul(g, mul(exp(mul(y, y)), kSqrtPi_2));
+    case UnaryOp::lgamma: return mul(g, digamma(x));
+    case UnaryOp::digamma: return mul(g, polygamma(1, x));
+    case UnaryOp::polygamma: return mul(g, polygamma(static_cast<int64_t>(p.a) + 1, x));
+    case UnaryOp::i0: return mul(g, special_i1(x));
+    case UnaryOp::i1: {
+      // i1'(x) = i0(x) - i1(x) / x, whose limit at 0 is 1/2; x is replaced there so
+      // the division never makes a NaN that the mask would multiply by zero.
+      Tensor at_zero = eq(x, 0);
+      Tensor safe = where(at_zero, ones_like(x), x);
+      return mul(g, where(at_zero, full_like(x, 0.5), sub(i0(x), div(special_i1(x), safe))));
+    }
     case UnaryOp::relu: return fused ? grad(BinaryOp::relu_backward, y) : mul(g, mask(gt(y, 0), g));
     case UnaryOp::square: return mul(g, mul(x, 2));
     case UnaryOp::asin: return div(g, sqrt(rsub(mul(x, x), 1)));
@@ -241,6 +255,21 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
   if (max.defined()) out = minimum(out, max);
   return out;
 }
+
+Tensor polygamma(int64_t n, const Tensor& x) {
+  KILN_CHECK(n >= 0, Runtime, "[polygamma] polygamma(n, x) does not support negative n, got n = ",
+             n);
+  if (n == 0) return digamma(x);
+  UnaryParams p;
+  p.a = static_cast<double>(n);
+  return unary(UnaryOp::polygamma, x, p);
+}
+
+const Tensor& polygamma_(const Tensor& self, int64_t n) {
+  return assign_inplace(self, {}, "polygamma_", [n](const Tensor& s) { return polygamma(n, s); });
+}
+
+Tensor special_i1(const Tensor& x) { return unary(UnaryOp::i1, x); }
 
 Tensor frac(const Tensor& x) {
   // NotImplementedError, as PyTorch's dtype dispatch raises.

@@ -32,6 +32,12 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 // Tensor bounds broadcast against x.
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 
+// psi^(n)(x), n >= 0 (n = 0: digamma); polygamma_(self, n) is PyTorch's x.polygamma_(n).
+Tensor polygamma(int64_t n, const Tensor& x);
+const Tensor& polygamma_(const Tensor& self, int64_t n);
+// The modified Bessel function of the first kind of order 1 (torch.special.i1).
+Tensor special_i1(const Tensor& x);
+
 // Composites of table ops (no kernels of their own). frac(x) = x - trunc(x), floating
 // dtypes only; deg2rad / rad2deg scale by pi/180 or 180/pi (integers give float32).
 Tensor frac(const Tensor& x);

@@ -42,6 +42,7 @@ PYBIND11_MODULE(_C, m) {
   init_tensor(m, cls);
   init_creation(m, cls);
   init_elementwise(m, cls);
+  init_special(m, cls);
   init_view(m, cls);
   init_shape(m, cls);
   init_reduce(m, cls);

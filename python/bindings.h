@@ -18,6 +18,7 @@ void init_dtype_device(pybind11::module_& m);
 void init_tensor(pybind11::module_& m, TensorClass& cls);
 void init_creation(pybind11::module_& m, TensorClass& cls);
 void init_elementwise(pybind11::module_& m, TensorClass& cls);
+void init_special(pybind11::module_& m, TensorClass& cls);
 void init_view(pybind11::module_& m, TensorClass& cls);
 void init_shape(pybind11::module_& m, TensorClass& cls);
 void init_reduce(pybind11::module_& m, TensorClass& cls);

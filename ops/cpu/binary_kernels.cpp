@@ -156,6 +156,11 @@ void arithmetic(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
     case BinaryOp::atan2:
       if constexpr (std::is_integral_v<T>) break;
       else return arithmetic_loop<T>(out, a, b, [](A x, A y) { return A(std::atan2(x, y)); });
+    case BinaryOp::nextafter:
+      // Steps in T itself: the front end admits float32 and float64 only.
+      if constexpr (std::is_same_v<A, T> && std::is_floating_point_v<T>)
+        return arithmetic_loop<T>(out, a, b, [](A x, A y) { return std::nextafter(x, y); });
+      break;
     default:
       if constexpr (!std::is_integral_v<T>) {
         switch (op) {

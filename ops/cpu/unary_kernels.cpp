@@ -8,6 +8,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/dispatch.h"
+#include "ops/special_math.h"
 
 namespace kiln::cpu {
 
@@ -38,6 +39,16 @@ void floating_op(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryPar
     case UnaryOp::tanh: return run([](A x) { return std::tanh(x); });
     case UnaryOp::sigmoid: return run([](A x) { return A(1) / (A(1) + std::exp(-x)); });
     case UnaryOp::erf: return run([](A x) { return std::erf(x); });
+    case UnaryOp::erfc: return run([](A x) { return std::erfc(x); });
+    case UnaryOp::erfinv: return run([](A x) { return special_math::erfinv(x); });
+    case UnaryOp::lgamma: return run([](A x) { return std::lgamma(x); });
+    case UnaryOp::digamma: return run([](A x) { return special_math::digamma(x); });
+    case UnaryOp::polygamma: {
+      const int n = static_cast<int>(p.a);
+      return run([n](A x) { return special_math::polygamma(n, x); });
+    }
+    case UnaryOp::i0: return run([](A x) { return special_math::i0(x); });
+    case UnaryOp::i1: return run([](A x) { return special_math::i1(x); });
     case UnaryOp::asin: return run([](A x) { return std::asin(x); });
     case UnaryOp::acos: return run([](A x) { return std::acos(x); });
     case UnaryOp::atan: return run([](A x) { return std::atan(x); });
@@ -156,6 +167,17 @@ void predicate_op(UnaryOp op, const Tensor& out, const Tensor& in) {
         return unary_loop<bool, T>(out, in, [](T) { return true; });
       } else {
         return unary_loop<bool, T>(out, in, [](T x) { return std::isfinite(A(x)); });
+      }
+    case UnaryOp::signbit:
+      if constexpr (std::is_integral_v<A>) {
+        return unary_loop<bool, T>(out, in, [](T x) { return A(x) < A(0); });
+      } else {
+        // Not std::signbit: GCC 12 fails (internal compiler error) vectorizing it over
+        // half types; 1 / -0 = -inf tells -0 apart. A negative NaN reads as unsigned.
+        return unary_loop<bool, T>(out, in, [](T x) {
+          const A v = A(x);
+          return v < A(0) || (v == A(0) && A(1) / v < A(0));
+        });
       }
     default:
       break;

@@ -84,6 +84,7 @@ CASES = {
     "tan": ("fp32", lambda M, r, t: M.tan(r(3, 4, domain="unit"))),
     "asin": ("fp32", lambda M, r, t: M.asin(r(3, 4, domain="unit"))),
     "acos": ("fp32", lambda M, r, t: M.acos(r(3, 4, domain="unit"))),
+    "erfinv": ("fp32", lambda M, r, t: M.erfinv(r(3, 4, domain="unit"))),
     "sinh": ("fp32", lambda M, r, t: M.sinh(r(3, 4))),
     "cosh": ("fp32", lambda M, r, t: M.cosh(r(3, 4))),
     "softplus": ("fp32", lambda M, r, t: M.nn.functional.softplus(r(3, 4))),

@@ -61,7 +61,8 @@ def expected_of(name, a, b):
 
 def test_table_is_fully_covered():
     table = kiln._C._op_table()
-    assert set(table["binary"]) == set(BINARY) | set(BITWISE)
+    # nextafter is tested in test_special_math.py (bit-exact, float32/float64 only).
+    assert set(table["binary"]) == set(BINARY) | set(BITWISE) | {"nextafter"}
     for name in table["binary"]:
         assert callable(getattr(kiln, name)) and hasattr(kiln.Tensor, name + "_")
 
