@@ -43,6 +43,31 @@ from kiln.amp.autocast_mode import (  # noqa: F401
     is_autocast_enabled,
 )
 from kiln.serialization import load, save  # noqa: F401
+# Functions PyTorch also offers at the top level with nn.functional's signature.
+from kiln.nn.functional import (  # noqa: F401
+    alpha_dropout,
+    celu,
+    celu_,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    cosine_similarity,
+    feature_alpha_dropout,
+    hardshrink,
+    pairwise_distance,
+    pdist,
+    pixel_shuffle,
+    pixel_unshuffle,
+    prelu,
+    rrelu,
+    rrelu_,
+    selu,
+    selu_,
+    threshold,
+    threshold_,
+)
 
 OutOfMemoryError = _C.OutOfMemoryError
 is_grad_enabled = _C.is_grad_enabled

@@ -696,3 +696,11 @@ def test_grid_sample_errors():
         F.grid_sample(x, g, mode="bicubic")
     with pytest.raises(RuntimeError, match=r"\[grid_sample\]"):
         F.grid_sample(x, T(rand(1, 2, 2, 3)))
+
+
+@pytest.mark.parametrize("name", ["selu", "celu", "rrelu", "threshold", "hardshrink", "prelu",
+                                  "alpha_dropout", "conv2d", "pixel_shuffle", "pdist",
+                                  "cosine_similarity", "pairwise_distance"])
+def test_top_level_aliases_are_the_functional_ops(name):
+    # PyTorch scripts call torch.selu(x) etc.; kiln's top level serves nn.functional's op.
+    assert getattr(kiln, name) is getattr(kiln.nn.functional, name)

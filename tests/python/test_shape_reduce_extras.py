@@ -530,6 +530,7 @@ def test_nanmedian():
 METHODS = ["linear", "lower", "higher", "midpoint", "nearest"]
 
 
+@pytest.mark.filterwarnings("ignore:All-NaN slice encountered")  # NumPy's reference, on purpose
 @pytest.mark.parametrize("method", METHODS)
 def test_quantile(method):
     a = rand(4, 6)
