@@ -378,32 +378,41 @@ class RNNBase(Module):
             else:
                 hx = hx.index_select(1, sorted_indices)
         states = self._initial_states(data, hx, True, batch_sizes[0])
+        lstm = self.mode == "LSTM"
+        output, h_n = self._run_layers(
+            data, states, 1,
+            lambda step, x, state, weights, reverse: self._run_packed_direction(
+                step, x, batch_sizes, state, weights, reverse))
+        if unsorted_indices is not None:
+            h_n = tuple(h.index_select(1, unsorted_indices) for h in h_n)
+        output = PackedSequence(output, sizes_tensor, sorted_indices, unsorted_indices)
+        return output, (h_n if lstm else h_n[0])
+
+    def _run_layers(self, layer_input, states, feature_dim, run_direction):
+        """Every layer and direction over layer_input (features on feature_dim), with
+        run_direction(step, x, state, weights, reverse) -> (outputs, last state): the last
+        layer's outputs and the stacked final states (h_n,) or (h_n, c_n)."""
         step = _STEP[self.mode]
         lstm = self.mode == "LSTM"
         directions = 2 if self.bidirectional else 1
-        layer_input = data
         finals = []
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(directions):
                 k = layer * directions + direction
                 state = (states[0][k], states[1][k]) if lstm else states[0][k]
-                out, state = self._run_packed_direction(
-                    step, layer_input, batch_sizes, state,
-                    self._direction_weights(layer, direction), direction == 1)
+                out, state = run_direction(step, layer_input, state,
+                                           self._direction_weights(layer, direction),
+                                           direction == 1)
                 outputs.append(out)
                 finals.append(state)
-            layer_input = outputs[0] if directions == 1 else kiln.cat(outputs, 1)
+            layer_input = outputs[0] if directions == 1 else kiln.cat(outputs, feature_dim)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True, False)
         if lstm:
-            h_n = [kiln.stack([h for h, _ in finals], 0), kiln.stack([c for _, c in finals], 0)]
-        else:
-            h_n = [kiln.stack(finals, 0)]
-        if unsorted_indices is not None:
-            h_n = [h.index_select(1, unsorted_indices) for h in h_n]
-        output = PackedSequence(layer_input, sizes_tensor, sorted_indices, unsorted_indices)
-        return output, (tuple(h_n) if lstm else h_n[0])
+            return layer_input, (kiln.stack([h for h, _ in finals], 0),
+                                 kiln.stack([c for _, c in finals], 0))
+        return layer_input, (kiln.stack(finals, 0),)
 
     def forward(self, input, hx=None):
         name = type(self).__name__
@@ -426,29 +435,8 @@ class RNNBase(Module):
         if input.shape[0] == 0:
             raise RuntimeError(f"[{name}.forward] Expected sequence length to be larger than 0, "
                                f"got input of size {list(input.shape)}")
-        step = _STEP[self.mode]
         lstm = self.mode == "LSTM"
-        directions = 2 if self.bidirectional else 1
-        layer_input = input
-        finals = []
-        for layer in range(self.num_layers):
-            outputs = []
-            for direction in range(directions):
-                k = layer * directions + direction
-                state = (states[0][k], states[1][k]) if lstm else states[0][k]
-                out, state = self._run_direction(step, layer_input, state,
-                                                 self._direction_weights(layer, direction),
-                                                 direction == 1)
-                outputs.append(out)
-                finals.append(state)
-            layer_input = outputs[0] if directions == 1 else kiln.cat(outputs, 2)
-            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
-                layer_input = F.dropout(layer_input, self.dropout, True, False)
-        output = layer_input
-        if lstm:
-            h_n = (kiln.stack([h for h, _ in finals], 0), kiln.stack([c for _, c in finals], 0))
-        else:
-            h_n = (kiln.stack(finals, 0),)
+        output, h_n = self._run_layers(input, states, 2, self._run_direction)
         if not batched:
             output = output.squeeze(1)
             h_n = tuple(s.squeeze(1) for s in h_n)
