@@ -84,8 +84,15 @@ Tensor eye_like_batch(const Tensor& a) {
 Tensor scale_cols(const Tensor& x, const Tensor& s) { return mul(x, unsqueeze(s, -2)); }
 Tensor scale_rows(const Tensor& x, const Tensor& s) { return mul(x, unsqueeze(s, -1)); }
 
-// A X = B for matrices (batch dims broadcast); the autograd primitive behind solve and inv.
-Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op, Tensor* info_out = nullptr) {
+// A X = B operands for the CPU kernels: shapes, device and dtype checked, batch dims
+// broadcast, both copied into contiguous CPU batches (ca [B, n, n], cx [B, n, k], the
+// right-hand side the kernels overwrite with X).
+struct SolveBatches {
+  Shape batch;
+  Tensor ca, cx;
+};
+
+SolveBatches solve_batches(const Tensor& a, const Tensor& b, const char* op) {
   KILN_CHECK(a.size(-1) == b.size(-2), Runtime, "[", op,
              "] Incompatible shapes of A and B for the equation AX = B (", a.sizes(), " and ",
              b.sizes(), ")");
@@ -93,16 +100,26 @@ Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op, Tensor* in
              "] Expected A and B on the same device, got ", a.device(), " and ", b.device());
   KILN_CHECK(a.dtype() == b.dtype(), Runtime, "[", op,
              "] Expected A and B to have the same dtype, got ", a.dtype(), " and ", b.dtype());
-  const Shape batch = broadcast_shapes(batch_shape(a), batch_shape(b), op);
+  SolveBatches s;
+  s.batch = broadcast_shapes(batch_shape(a), batch_shape(b), op);
+  GradModeGuard no_grad(false);
+  Shape sa = s.batch, sb = s.batch;
+  sa.insert(sa.end(), {a.size(-2), a.size(-1)});
+  sb.insert(sb.end(), {b.size(-2), b.size(-1)});
+  s.ca = cpu_batch(expand(a, sa));
+  s.cx = cpu_batch(expand(b, sb));
+  return s;
+}
+
+// A X = B for matrices (batch dims broadcast); the autograd primitive behind solve and inv.
+Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op, Tensor* info_out = nullptr) {
+  SolveBatches s = solve_batches(a, b, op);
+  const Shape& batch = s.batch;
   Tensor x;
   {
     GradModeGuard no_grad(false);
-    Shape sa = batch, sb = batch;
-    sa.insert(sa.end(), {a.size(-2), a.size(-1)});
-    sb.insert(sb.end(), {b.size(-2), b.size(-1)});
-    Tensor ca = cpu_batch(expand(a, sa)), cx = cpu_batch(expand(b, sb));
-    Tensor info = new_info(ca.size(0));
-    require_kernel(cpu_kernels().linalg_solve, op, Device())(cx, ca, info);
+    Tensor info = new_info(s.ca.size(0));
+    require_kernel(cpu_kernels().linalg_solve, op, Device())(s.cx, s.ca, info);
     const bool inv = std::string(op) == "linalg.inv";
     check_info(info, op, batch, a.device(), info_out, [&](int64_t i) {
       return inv ? str_cat("The diagonal element ", i,
@@ -110,7 +127,7 @@ Tensor solve_matrix(const Tensor& a, const Tensor& b, const char* op, Tensor* in
                            "matrix is singular.")
                  : std::string("The solver failed because the input matrix is singular.");
     });
-    x = unbatch(cx, batch, {b.size(-2), b.size(-1)}, a.device());
+    x = unbatch(s.cx, batch, {b.size(-2), b.size(-1)}, a.device());
   }
   if (needs_grad({a, b}))
     record(
@@ -459,23 +476,13 @@ Tensor linalg_solve_triangular(const Tensor& a, const Tensor& b, bool upper, boo
   KILN_CHECK(b.dim() >= 2, Runtime, "[", op,
              "] The input tensor B must have at least 2 dimensions, got shape ", b.sizes());
   if (!left) return mT(linalg_solve_triangular(mT(a), mT(b), !upper, true, unitriangular));
-  KILN_CHECK(a.size(-1) == b.size(-2), Runtime, "[", op,
-             "] Incompatible shapes of A and B for the equation AX = B (", a.sizes(), " and ",
-             b.sizes(), ")");
-  KILN_CHECK(a.dtype() == b.dtype() && a.device() == b.device(), Runtime, "[", op,
-             "] Expected A and B to have the same dtype and device, got ", a.dtype(), " on ",
-             a.device(), " and ", b.dtype(), " on ", b.device());
-  const Shape batch = broadcast_shapes(batch_shape(a), batch_shape(b), op);
+  SolveBatches s = solve_batches(a, b, op);
   Tensor x;
   {
     GradModeGuard no_grad(false);
-    Shape sa = batch, sb = batch;
-    sa.insert(sa.end(), {a.size(-2), a.size(-1)});
-    sb.insert(sb.end(), {b.size(-2), b.size(-1)});
-    Tensor ca = cpu_batch(expand(a, sa)), cx = cpu_batch(expand(b, sb));
-    require_kernel(cpu_kernels().linalg_solve_triangular, op, Device())(cx, ca, upper,
+    require_kernel(cpu_kernels().linalg_solve_triangular, op, Device())(s.cx, s.ca, upper,
                                                                         unitriangular);
-    x = unbatch(cx, batch, {b.size(-2), b.size(-1)}, a.device());
+    x = unbatch(s.cx, s.batch, {b.size(-2), b.size(-1)}, a.device());
   }
   if (needs_grad({a, b}))
     record("linalg_solve_triangular", {a, b}, {x},
