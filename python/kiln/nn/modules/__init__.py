@@ -47,7 +47,8 @@ from kiln.nn.modules.rnn import (  # noqa: F401
 )
 from kiln.nn.modules.sparse import Embedding  # noqa: F401
 from kiln.nn.modules.transformer import (  # noqa: F401
-    MultiheadAttention, TransformerEncoder, TransformerEncoderLayer,
+    MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer,
+    TransformerEncoder, TransformerEncoderLayer,
 )
 
 __all__ = [
@@ -170,6 +171,9 @@ __all__ = [
     "Tanh",
     "Tanhshrink",
     "Threshold",
+    "Transformer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerEncoderLayer",
     "TripletMarginLoss",
