@@ -137,3 +137,4 @@ from kiln.nn._functional_misc import (  # noqa: E402,F401
     affine_grid, channel_shuffle, grid_sample, local_response_norm, lp_pool1d, lp_pool2d,
     max_unpool1d, max_unpool2d,
 )
+from kiln.nn._functional_sparse import embedding_bag  # noqa: E402,F401

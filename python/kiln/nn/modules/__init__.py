@@ -45,7 +45,7 @@ from kiln.nn.modules.normalization import LayerNorm, LocalResponseNorm, RMSNorm 
 from kiln.nn.modules.rnn import (  # noqa: F401
     GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase,
 )
-from kiln.nn.modules.sparse import Embedding  # noqa: F401
+from kiln.nn.modules.sparse import Embedding, EmbeddingBag  # noqa: F401
 from kiln.nn.modules.transformer import (  # noqa: F401
     MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer,
     TransformerEncoder, TransformerEncoderLayer,
@@ -89,6 +89,7 @@ __all__ = [
     "Dropout3d",
     "ELU",
     "Embedding",
+    "EmbeddingBag",
     "FeatureAlphaDropout",
     "Flatten",
     "Fold",
