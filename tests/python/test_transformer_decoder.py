@@ -1,6 +1,6 @@
-"""TransformerDecoderLayer, TransformerDecoder and Transformer against a NumPy forward built from
-the modules' own weights, plus (where PyTorch is installed) against torch.nn with loaded
-state_dicts."""
+"""TransformerDecoderLayer, TransformerDecoder, Transformer and EmbeddingBag against NumPy
+references built from the modules' own weights, plus (where PyTorch is installed) against
+torch.nn with loaded state_dicts."""
 
 import math
 
@@ -275,4 +275,98 @@ def test_transformer_vs_torch(device):
         t_out = t_mod(torch.tensor(src, device=device), torch.tensor(tgt, device=device),
                       tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(
                           3, device=device, dtype=torch.float64))
+    _check(k_out, t_out)
+
+
+# --- EmbeddingBag -----------------------------------------------------------------------------
+
+F = nn.functional
+
+
+def np_embedding_bag(idx, w, bags, mode, psw=None, padding_idx=None):
+    """Reference: `bags` is a list of (start, end) into the flat idx."""
+    out = np.zeros((len(bags), w.shape[1]))
+    for b, (lo, hi) in enumerate(bags):
+        sel = [j for j in range(lo, hi) if idx[j] != padding_idx]
+        if not sel:
+            continue
+        rows = w[idx[sel]] * (1 if psw is None else psw[sel][:, None])
+        out[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_matches_numpy(mode):
+    w = rand(10, 3)
+    idx = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 7])
+    offsets = np.array([0, 4, 4, 7])  # bag 1 is empty
+    bags = [(0, 4), (4, 4), (4, 7), (7, 10)]
+    ref = np_embedding_bag(idx, w, bags, mode)
+    assert_close(F.embedding_bag(kiln.tensor(idx), T(w), kiln.tensor(offsets), mode=mode), ref)
+    last = np.array([0, 4, 4, 7, 10])
+    assert_close(F.embedding_bag(kiln.tensor(idx), T(w), kiln.tensor(last), mode=mode,
+                                 include_last_offset=True), ref)
+    # 2-D input: each row is a bag; padding_idx entries are left out (a bag of only padding
+    # gives zeros).
+    idx2 = np.array([[1, 3, 3], [0, 0, 0], [9, 0, 2]])
+    ref2 = np_embedding_bag(idx2.reshape(-1), w, [(0, 3), (3, 6), (6, 9)], mode, padding_idx=0)
+    assert_close(F.embedding_bag(kiln.tensor(idx2), T(w), mode=mode, padding_idx=0), ref2)
+    m = nn.EmbeddingBag(10, 3, mode=mode, padding_idx=0).double()
+    assert np.all(np_(m.weight)[0] == 0) and repr(m) == f"EmbeddingBag(10, 3, mode='{mode}', " \
+        "padding_idx=0)"
+    with kiln.no_grad():
+        m.weight.copy_(T(w))
+    assert_close(m(kiln.tensor(idx2)), ref2)
+
+
+def test_embedding_bag_per_sample_weights_and_grad():
+    w, psw = rand(6, 2), rand(7)
+    idx, offsets = np.array([5, 1, 1, 0, 3, 2, 4]), np.array([0, 2, 5])
+    ref = np_embedding_bag(idx, w, [(0, 2), (2, 5), (5, 7)], "sum", psw)
+    out = F.embedding_bag(kiln.tensor(idx), T(w), kiln.tensor(offsets), mode="sum",
+                          per_sample_weights=T(psw))
+    assert_close(out, ref)
+    for mode, weights in (("sum", T(psw)), ("mean", None), ("max", None)):
+        wt = T(w, requires_grad=True)
+        args = [wt] + ([T(psw, requires_grad=True)] if weights is not None else [])
+        assert kiln.autograd.gradcheck(
+            lambda a, *p: F.embedding_bag(kiln.tensor(idx), a, kiln.tensor(offsets), mode=mode,
+                                          per_sample_weights=p[0] if p else None), args)
+    bag = nn.EmbeddingBag.from_pretrained(T(w), mode="sum")
+    assert not bag.weight.requires_grad
+    assert_close(bag(kiln.tensor(idx), kiln.tensor(offsets), T(psw)), ref)
+
+
+def test_embedding_bag_bad_input():
+    w, idx = T(rand(4, 2)), kiln.tensor([0, 1, 2])
+    with pytest.raises(ValueError, match=r"\[embedding_bag\] offsets has to be a 1D"):
+        F.embedding_bag(idx, w)
+    with pytest.raises(ValueError, match=r"\[embedding_bag\] if input is 2D"):
+        F.embedding_bag(idx.reshape(1, 3), w, kiln.tensor([0]))
+    with pytest.raises(ValueError, match=r"\[embedding_bag\] input has to be 1D or 2D"):
+        F.embedding_bag(idx.reshape(1, 1, 3), w)
+    with pytest.raises(NotImplementedError, match=r"\[embedding_bag\] per_sample_weights"):
+        F.embedding_bag(idx, w, kiln.tensor([0]), per_sample_weights=T(rand(3)))
+    with pytest.raises(ValueError, match=r"\[embedding_bag\] mode"):
+        F.embedding_bag(idx, w, kiln.tensor([0]), mode="min")
+    with pytest.raises(ValueError, match=r"\[EmbeddingBag\] padding_idx"):
+        nn.EmbeddingBag(4, 2, padding_idx=4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_vs_torch(device, mode):
+    torch = pytest.importorskip("torch")
+    t_mod = torch.nn.EmbeddingBag(10, 3, mode=mode, padding_idx=2).double().to(device)
+    k_mod = nn.EmbeddingBag(10, 3, mode=mode, padding_idx=2).double().to(device)
+    assert repr(k_mod) == repr(t_mod)
+    k_mod.load_state_dict({k: kiln.tensor(v.cpu().numpy(), device=device)
+                           for k, v in t_mod.state_dict().items()})
+    idx, offsets = np.array([1, 2, 4, 5, 4, 3, 2, 9]), np.array([0, 3, 3, 6])
+    psw = rand(8) if mode == "sum" else None
+    k_out = k_mod(kiln.tensor(idx, device=device), kiln.tensor(offsets, device=device),
+                  None if psw is None else kiln.tensor(psw, device=device))
+    with torch.no_grad():
+        t_out = t_mod(torch.tensor(idx, device=device), torch.tensor(offsets, device=device),
+                      None if psw is None else torch.tensor(psw, device=device))
     _check(k_out, t_out)

@@ -200,7 +200,8 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
-        self.activation = _activation(activation, "TransformerEncoderLayer") if isinstance(activation, str) else activation
+        self.activation = (_activation(activation, "TransformerEncoderLayer")
+                           if isinstance(activation, str) else activation)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
