@@ -42,8 +42,7 @@ def _bags(input, offsets, per_sample_weights, include_last_offset):
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
-                  include_last_offset=False,
-                  padding_idx=None):
+                  include_last_offset=False, padding_idx=None):
     """One row per bag: the sum, mean or max of weight[i] over the bag's indices i. Bags are the
     rows of a 2-D input, or the slices of a 1-D input that start at `offsets`; indices equal to
     padding_idx are left out, and empty bags give zeros."""
