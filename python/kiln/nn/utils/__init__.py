@@ -1,7 +1,8 @@
-"""kiln.nn.utils: gradient clipping, parameter/vector conversion, weight norm and packed
-sequences (kiln.nn.utils.rnn)."""
+"""kiln.nn.utils: gradient clipping, parameter/vector conversion, weight norm, packed
+sequences (kiln.nn.utils.rnn) and parametrizations (kiln.nn.utils.parametrize /
+kiln.nn.utils.parametrizations)."""
 
-from kiln.nn.utils import rnn  # noqa: F401
+from kiln.nn.utils import parametrizations, parametrize, rnn  # noqa: F401
 from kiln.nn.utils.clip_grad import (  # noqa: F401
     clip_grad_norm_,
     clip_grad_value_,
