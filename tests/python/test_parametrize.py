@@ -269,6 +269,35 @@ def test_spectral_norm_dims_and_bad_inputs():
         parametrizations.spectral_norm(nn.Linear(2, 2), name="nope")
 
 
+def test_old_style_spectral_norm():
+    m = _linear(5, 4)
+    w0 = m.weight.detach().numpy().copy()
+    nn.utils.spectral_norm(m, n_power_iterations=3)
+    assert sorted(m.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    assert sorted(name for name, _ in m.named_parameters()) == ["bias", "weight_orig"]
+    x = kiln.tensor(rand(2, 5))
+    for _ in range(15):
+        out = m(x)
+    assert_close(np.linalg.svd(m.weight.detach().numpy(), compute_uv=False)[0], 1.0, atol=1e-6)
+    assert_close(out, x.numpy() @ m.weight.detach().numpy().T + m.bias.detach().numpy())
+    out.sum().backward()
+    assert m.weight_orig.grad is not None
+    m.eval()
+    u = m.weight_u.numpy().copy()
+    m(x)
+    assert_close(m.weight_u, u)
+    with pytest.raises(RuntimeError, match=r"\[spectral_norm\]"):
+        nn.utils.spectral_norm(m)
+    nn.utils.remove_spectral_norm(m)
+    assert sorted(m.state_dict()) == ["bias", "weight"]
+    assert isinstance(m.weight, nn.Parameter)
+    assert_close(m.weight, w0 / np.linalg.svd(w0, compute_uv=False)[0], atol=1e-6)
+    with pytest.raises(ValueError, match=r"\[remove_spectral_norm\]"):
+        nn.utils.remove_spectral_norm(m)
+    conv = nn.utils.spectral_norm(nn.ConvTranspose1d(3, 4, 2))
+    assert tuple(conv.weight_u.shape) == (4,) and tuple(conv.weight_v.shape) == (6,)
+
+
 # ---- PyTorch comparison (runs where torch is installed) --------------------------------------
 
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_gpu)]
@@ -297,6 +326,22 @@ def test_weight_norm_matches_torch(device):
     for name in ("original0", "original1"):
         assert_close(getattr(km.parametrizations.weight, name).grad.cpu(),
                      getattr(tm.parametrizations.weight, name).grad.cpu().numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("training", [True, False])
+def test_old_style_spectral_norm_matches_torch(device, training):
+    torch = pytest.importorskip("torch")
+    tm, km = _pair(torch, torch.nn.utils.spectral_norm, nn.utils.spectral_norm, device)
+    tm.train(training)
+    km.train(training)
+    x = rand(3, 5)
+    for _ in range(2):
+        expected = tm(torch.tensor(x, device=device))
+        out = km(kiln.tensor(x).to(device))
+        assert_close(out.cpu(), expected.detach().cpu().numpy())
+    for key, value in tm.state_dict().items():
+        assert_close(km.state_dict()[key].cpu(), value.cpu().numpy())
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -5,9 +5,9 @@ import kiln
 from kiln._C import Tensor
 from kiln.autograd.grad_mode import no_grad
 from kiln.nn import functional as F
-from kiln.nn.modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from kiln.nn.modules.module import Module
 from kiln.nn.utils import parametrize
+from kiln.nn.utils.spectral_norm import _default_dim, _weight_to_matrix
 from kiln.nn.utils.weight_norm import _norm_except_dim
 
 
@@ -57,7 +57,7 @@ class _SpectralNorm(Module):
         self.eps = eps
         if ndim > 1:
             self.n_power_iterations = n_power_iterations
-            weight_mat = self._reshape_weight_to_matrix(weight)
+            weight_mat = _weight_to_matrix(weight, self.dim)
             h, w = weight_mat.shape
             u = kiln.randn(h, dtype=weight.dtype, device=weight.device)
             v = kiln.randn(w, dtype=weight.dtype, device=weight.device)
@@ -65,11 +65,6 @@ class _SpectralNorm(Module):
             self.register_buffer("_v", F.normalize(v, dim=0, eps=eps))
             # Start from a good estimate so the first forward is already close to sigma.
             self._power_method(weight_mat, 15)
-
-    def _reshape_weight_to_matrix(self, weight):
-        if self.dim != 0:
-            weight = weight.movedim(self.dim, 0)
-        return weight.flatten(1)
 
     def _power_method(self, weight_mat, n_power_iterations):
         with no_grad():
@@ -81,7 +76,7 @@ class _SpectralNorm(Module):
     def forward(self, weight):
         if weight.dim() == 1:
             return F.normalize(weight, dim=0, eps=self.eps)
-        weight_mat = self._reshape_weight_to_matrix(weight)
+        weight_mat = _weight_to_matrix(weight, self.dim)
         if self.training:
             self._power_method(weight_mat, self.n_power_iterations)
         sigma = kiln.dot(self._u, kiln.mv(weight_mat, self._v))
@@ -99,8 +94,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
         raise ValueError(f"[spectral_norm] module '{type(module).__name__}' has no parameter or "
                          f"buffer with name '{name}'")
     if dim is None:
-        transposed = (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)
-        dim = 1 if isinstance(module, transposed) else 0
+        dim = _default_dim(module)
     parametrize.register_parametrization(
         module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
     return module
