@@ -98,3 +98,88 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     parametrize.register_parametrization(
         module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
     return module
+
+
+def _orthonormalize(A):
+    """The Q factor of A = QR for a tall A, its columns' signs chosen so diag(R) >= 0 (the
+    unique choice, so an orthogonal A maps to itself)."""
+    Q, R = kiln.linalg.qr(A)
+    signs = kiln.sign(R.diagonal(dim1=-2, dim2=-1))
+    return Q * kiln.where(signs == 0, kiln.ones_like(signs), signs).unsqueeze(-2)
+
+
+class _Orthogonal(Module):
+    """Maps a matrix (or batch) X to an orthogonal one through the Cayley transform of the
+    skew-symmetric matrix built from X's lower triangle. With trivialization the result is
+    multiplied by the buffer `base` (set by right_inverse), so training moves around base."""
+
+    def __init__(self, weight, use_trivialization=True):
+        super().__init__()
+        self.shape = weight.shape
+        if use_trivialization:
+            self.register_buffer("base", None)
+
+    def forward(self, X):
+        n, k = X.shape[-2], X.shape[-1]
+        transposed = n < k
+        if transposed:
+            X = X.mT
+            n, k = k, n
+        X = X.tril()
+        if n != k:
+            pad = kiln.zeros(*X.shape[:-1], n - k, dtype=X.dtype, device=X.device)
+            X = kiln.cat([X, pad], dim=-1)
+        A = X - X.mT
+        eye = kiln.eye(n, dtype=A.dtype, device=A.device)
+        # Cayley map (I + A/2)(I - A/2)^-1; I - A/2 is invertible for skew-symmetric A, and
+        # the two factors commute, so solving from the left gives the same matrix.
+        Q = kiln.linalg.solve(eye - 0.5 * A, eye + 0.5 * A)
+        if n != k:
+            Q = Q[..., :k]
+        if "base" in self._buffers:
+            Q = self.base @ Q
+        return Q.mT if transposed else Q
+
+    def right_inverse(self, Q):
+        if Q.shape != self.shape:
+            raise ValueError(f"[orthogonal] expected a matrix or batch of matrices of shape "
+                             f"{list(self.shape)}, got {list(Q.shape)}")
+        if "base" not in self._buffers:
+            raise NotImplementedError("[orthogonal] assigning to an orthogonal parametrization "
+                                      "with the Cayley map requires use_trivialization=True")
+        with no_grad():
+            target = Q.mT if Q.shape[-2] < Q.shape[-1] else Q
+            n, k = target.shape[-2], target.shape[-1]
+            if n != k:
+                # Extend the k columns to a full orthonormal basis of R^n.
+                extra = kiln.randn(*target.shape[:-1], n - k, dtype=Q.dtype, device=Q.device)
+                target = kiln.cat([target, extra], dim=-1)
+            self.base = _orthonormalize(target)
+            # Minus the identity maps to A = 0 (forward = base), and is what PyTorch stores.
+            neg_eye = kiln.zeros_like(Q)
+            neg_eye.diagonal(dim1=-2, dim2=-1).fill_(-1.0)
+            return neg_eye
+
+
+def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):
+    """Constrains `name` of `module` to orthogonal matrices (orthonormal rows or columns for a
+    non-square weight). kiln implements the "cayley" map only; orthogonal_map=None selects it
+    (PyTorch's default, "matrix_exp" / "householder", is not available)."""
+    weight = getattr(module, name, None)
+    if not isinstance(weight, Tensor):
+        raise ValueError(f"[orthogonal] module '{type(module).__name__}' has no parameter or "
+                         f"buffer with name '{name}'")
+    if weight.dim() < 2:
+        raise ValueError(f"[orthogonal] expected a matrix or batch of matrices, got a tensor of "
+                         f"{weight.dim()} dimensions")
+    if orthogonal_map is None:
+        orthogonal_map = "cayley"
+    if orthogonal_map in ("matrix_exp", "householder"):
+        raise NotImplementedError(f"[orthogonal] orthogonal_map '{orthogonal_map}' is not "
+                                  "implemented in kiln; use 'cayley'")
+    if orthogonal_map != "cayley":
+        raise ValueError(f"[orthogonal] orthogonal_map has to be one of 'matrix_exp', 'cayley', "
+                         f"'householder', got {orthogonal_map!r}")
+    parametrize.register_parametrization(
+        module, name, _Orthogonal(weight, use_trivialization=use_trivialization), unsafe=True)
+    return module

@@ -70,8 +70,14 @@ class ParametrizationList(ModuleList):
         with no_grad():
             new = original
             for module in reversed(self):
+                # A right_inverse that raises NotImplementedError counts as the identity here
+                # (e.g. orthogonal's Cayley map without trivialization): the original then
+                # starts as the current value.
                 if hasattr(module, "right_inverse"):
-                    new = module.right_inverse(new)
+                    try:
+                        new = module.right_inverse(new)
+                    except NotImplementedError:
+                        pass
         if not isinstance(new, Tensor) and not isinstance(new, Sequence):
             raise ValueError(f"[{op}] right_inverse must return a tensor or a sequence of "
                              f"tensors, got {type(new).__name__}")
