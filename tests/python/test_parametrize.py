@@ -298,6 +298,67 @@ def test_old_style_spectral_norm():
     assert tuple(conv.weight_u.shape) == (4,) and tuple(conv.weight_v.shape) == (6,)
 
 
+def _np_orthonormal(a):
+    q, r = np.linalg.qr(a)
+    return q * np.sign(np.diag(r))
+
+
+def _np_cayley(x):
+    """PyTorch's Cayley orthogonal map of a tall x (n >= k), without base."""
+    n, k = x.shape
+    y = np.concatenate([np.tril(x), np.zeros((n, n - k))], axis=1)
+    a = y - y.T
+    eye = np.eye(n)
+    return np.linalg.solve(eye - a / 2, eye + a / 2)[:, :k]
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+def test_orthogonal(shape):
+    m = _linear(shape[1], shape[0])
+    w0 = m.weight.detach().numpy().copy()
+    parametrizations.orthogonal(m)
+    assert list(m.state_dict()) == ["bias", "parametrizations.weight.original",
+                                    "parametrizations.weight.0.base"]
+    tall = shape[0] >= shape[1]
+    eye = -np.eye(*shape)
+    assert_close(m.parametrizations.weight.original, eye)
+    w = m.weight.detach().numpy()
+    gram = w.T @ w if tall else w @ w.T
+    assert_close(gram, np.eye(min(shape)), atol=1e-12)
+    # The base completes the original weight's columns (rows when wide) to a basis, so
+    # the starting weight spans the same space with the QR orientation.
+    w0_tall = w0 if tall else w0.T
+    w_tall = w if tall else w.T
+    assert_close(w_tall, _np_orthonormal(w0_tall), atol=1e-12)
+    x = rand(*shape)
+    with kiln.no_grad():
+        m.parametrizations.weight.original.copy_(kiln.tensor(x))
+    base = m.parametrizations.weight[0].base.numpy()
+    expected = base @ _np_cayley(x if tall else x.T)
+    assert_close(m.weight, expected if tall else expected.T)
+    m(kiln.tensor(rand(2, shape[1]))).sum().backward()
+    assert m.parametrizations.weight.original.grad is not None
+    q = _np_orthonormal(rand(max(shape), min(shape)))
+    m.weight = kiln.tensor(q if tall else q.T)
+    assert_close(m.weight, q if tall else q.T, atol=1e-12)
+
+
+def test_orthogonal_without_trivialization_and_bad_inputs():
+    m = _linear(3, 3)
+    w0 = m.weight.detach().numpy().copy()
+    parametrizations.orthogonal(m, orthogonal_map="cayley", use_trivialization=False)
+    assert list(m.state_dict()) == ["bias", "parametrizations.weight.original"]
+    assert_close(m.weight, _np_cayley(w0))
+    with pytest.raises(NotImplementedError, match=r"\[orthogonal\]"):
+        m.weight = kiln.eye(3, dtype=kiln.float64)
+    with pytest.raises(NotImplementedError, match=r"\[orthogonal\]"):
+        parametrizations.orthogonal(nn.Linear(3, 3), orthogonal_map="matrix_exp")
+    with pytest.raises(ValueError, match=r"\[orthogonal\]"):
+        parametrizations.orthogonal(nn.Linear(3, 3), orthogonal_map="qr")
+    with pytest.raises(ValueError, match=r"\[orthogonal\]"):
+        parametrizations.orthogonal(nn.Linear(3, 3), name="bias")
+
+
 # ---- PyTorch comparison (runs where torch is installed) --------------------------------------
 
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_gpu)]
@@ -359,3 +420,28 @@ def test_spectral_norm_matches_torch(device, training):
         assert_close(out.cpu(), expected.detach().cpu().numpy())
     for key, value in tm.state_dict().items():
         assert_close(km.state_dict()[key].cpu(), value.cpu().numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("use_trivialization", [True, False])
+def test_orthogonal_cayley_matches_torch(device, use_trivialization):
+    torch = pytest.importorskip("torch")
+    tm, km = _pair(torch, lambda m: torch.nn.utils.parametrizations.orthogonal(
+        m, orthogonal_map="cayley", use_trivialization=use_trivialization),
+        lambda m: parametrizations.orthogonal(m, orthogonal_map="cayley",
+                                              use_trivialization=use_trivialization), device)
+    # Move away from the -I starting point so the Cayley map itself is compared.
+    x = rand(4, 5) * 0.3
+    with torch.no_grad():
+        tm.parametrizations.weight.original.copy_(torch.tensor(x, device=device))
+    with kiln.no_grad():
+        km.parametrizations.weight.original.copy_(kiln.tensor(x).to(device))
+    assert_close(km.weight.cpu(), tm.weight.detach().cpu().numpy())
+    inp = rand(3, 5)
+    expected = tm(torch.tensor(inp, device=device))
+    out = km(kiln.tensor(inp).to(device))
+    assert_close(out.cpu(), expected.detach().cpu().numpy())
+    expected.sum().backward()
+    out.sum().backward()
+    assert_close(km.parametrizations.weight.original.grad.cpu(),
+                 tm.parametrizations.weight.original.grad.cpu().numpy())
