@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from kiln._C import Tensor
 from kiln.autograd.grad_mode import no_grad
 from kiln.nn.modules.container import ModuleDict, ModuleList
-from kiln.nn.modules.module import Module
 from kiln.nn.parameter import Parameter
 
 # Note [Parametrized attribute]
