@@ -319,7 +319,24 @@ class PolynomialLR(LRScheduler):
         return [base * (1.0 - frac) ** self.power for base in self.base_lrs]
 
 
-class SequentialLR(LRScheduler):
+class _SchedulerChain(LRScheduler):
+    """A scheduler that drives others (self._schedulers): its state holds theirs."""
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for s, sd in zip(self._schedulers, saved):
+            s.load_state_dict(sd)
+
+
+class SequentialLR(_SchedulerChain):
     """Runs schedulers one after another, switching at the milestones."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
@@ -360,19 +377,6 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, sd in zip(self._schedulers, saved):
-            s.load_state_dict(sd)
-
 
 def _check_schedulers(cls_name, schedulers, optimizer):
     """SequentialLR's and ChainedScheduler's checks of the schedulers they drive."""
@@ -391,7 +395,7 @@ def _check_schedulers(cls_name, schedulers, optimizer):
                              f"with a different optimizer")
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_SchedulerChain):
     """Steps every scheduler at each step, so their factors multiply."""
 
     def __init__(self, schedulers, optimizer=None):
@@ -408,19 +412,6 @@ class ChainedScheduler(LRScheduler):
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
-
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, sd in zip(self._schedulers, saved):
-            s.load_state_dict(sd)
 
 
 class OneCycleLR(LRScheduler):
