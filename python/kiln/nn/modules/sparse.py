@@ -9,6 +9,35 @@ from kiln.nn.modules.module import Module
 from kiln.nn.parameter import Parameter
 
 
+def _padding_index(owner, padding_idx, num_embeddings):
+    """padding_idx checked against the table and made non-negative (None stays None)."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"[{owner}] padding_idx {padding_idx} must be within "
+                         f"[-{num_embeddings}, {num_embeddings})")
+    return padding_idx % num_embeddings
+
+
+def _table(owner, weight, num_embeddings, embedding_dim, requires_grad, device, dtype):
+    """The lookup table Parameter: `weight` if given (shape checked), else uninitialized."""
+    if weight is None:
+        return Parameter(kiln.empty((num_embeddings, embedding_dim), device=device, dtype=dtype),
+                         requires_grad=requires_grad)
+    if list(weight.shape) != [num_embeddings, embedding_dim]:
+        raise ValueError(f"[{owner}] Shape of weight {list(weight.shape)} does not match "
+                         f"num_embeddings and embedding_dim {[num_embeddings, embedding_dim]}")
+    return Parameter(weight, requires_grad=requires_grad)
+
+
+def _reset_table(module):
+    """N(0, 1) rows, the padding row zero."""
+    init.normal_(module.weight)
+    if module.padding_idx is not None:
+        with no_grad():
+            module.weight[module.padding_idx].fill_(0)
+
+
 class Embedding(Module):
     """Rows of `weight` by index; the padding_idx row starts at zero and gets no gradient."""
 
@@ -18,32 +47,18 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"[Embedding] padding_idx {padding_idx} must be within "
-                                 f"[-{num_embeddings}, {num_embeddings})")
-            padding_idx %= num_embeddings
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_index("Embedding", padding_idx, num_embeddings)
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
+        self.weight = _table("Embedding", _weight, num_embeddings, embedding_dim, not _freeze,
+                             device, dtype)
         if _weight is None:
-            self.weight = Parameter(kiln.empty((num_embeddings, embedding_dim), device=device,
-                                               dtype=dtype), requires_grad=not _freeze)
             self.reset_parameters()
-        else:
-            if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise ValueError(f"[Embedding] Shape of weight {list(_weight.shape)} does not "
-                                 f"match num_embeddings and embedding_dim "
-                                 f"{[num_embeddings, embedding_dim]}")
-            self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx].fill_(0)
+        _reset_table(self)
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
@@ -89,31 +104,17 @@ class EmbeddingBag(Module):
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"[EmbeddingBag] padding_idx {padding_idx} must be within "
-                                 f"[-{num_embeddings}, {num_embeddings})")
-            padding_idx %= num_embeddings
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_index("EmbeddingBag", padding_idx, num_embeddings)
+        self.weight = _table("EmbeddingBag", _weight, num_embeddings, embedding_dim, True, device,
+                             dtype)
         if _weight is None:
-            self.weight = Parameter(kiln.empty((num_embeddings, embedding_dim), device=device,
-                                               dtype=dtype))
             self.reset_parameters()
-        else:
-            if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise ValueError(f"[EmbeddingBag] Shape of weight {list(_weight.shape)} does not "
-                                 f"match num_embeddings and embedding_dim "
-                                 f"{[num_embeddings, embedding_dim]}")
-            self.weight = Parameter(_weight)
         self.mode = mode
         self.sparse = sparse
         self.include_last_offset = include_last_offset
 
     def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx].fill_(0)
+        _reset_table(self)
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
