@@ -4,41 +4,9 @@ from kiln.nn import functional as F
 from kiln.nn.modules.module import Module
 
 
-class Dropout(Module):
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"[Dropout] dropout probability has to be between 0 and 1, but got "
-                             f"{p}")
-        self.p = p
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
-
-
-class Dropout2d(Module):
-    """Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p while training."""
-
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"[Dropout2d] dropout probability has to be between 0 and 1, but "
-                             f"got {p}")
-        self.p = p
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.dropout2d(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
-
-
 class _DropoutNd(Module):
+    """p and inplace, checked; forward applies the subclass's functional `_fn`."""
+
     _fn = None
 
     def __init__(self, p=0.5, inplace=False):
@@ -54,6 +22,18 @@ class _DropoutNd(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Zeroes elements with probability p while training, scaling the rest by 1/(1-p)."""
+
+    _fn = staticmethod(F.dropout)
+
+
+class Dropout2d(_DropoutNd):
+    """Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p while training."""
+
+    _fn = staticmethod(F.dropout2d)
 
 
 class Dropout1d(_DropoutNd):
