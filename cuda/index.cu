@@ -1,5 +1,5 @@
 // CUDA kernels of the indexing families: offset take/put, row gather and
-// scatter-add (embedding, cross_entropy), and tril/triu. Front ends have
+// scatter-add (embedding, cross_entropy), scatter-multiply, and tril/triu. Front ends have
 // bounds-checked every offset and index (ops/index.cpp, ops/nn_functional.cpp).
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
@@ -38,6 +38,59 @@ constexpr bool has_atomic_add = std::is_same_v<T, float> || std::is_same_v<T, do
 template <typename T>
 __global__ void put_add_kernel(int64_t n, T* self, const int64_t* offsets, const T* values) {
   KILN_GRID_STRIDE(i, n) { atomic_add(self + offsets[i], values[i]); }
+}
+
+// a * b in T (half types multiply in float, bool is logical and).
+template <typename T>
+__device__ T multiply(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return a && b;
+  } else if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+    return T(static_cast<float>(a) * static_cast<float>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename To, typename From>
+__device__ To bits_as(From from) {
+  static_assert(sizeof(To) == sizeof(From), "bits_as reinterprets equal-sized values");
+  To to;
+  memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+// *address *= value with a compare-and-swap loop on the word holding it (CUDA has no atomic
+// multiply). One- and two-byte values swap the aligned 32-bit word around them.
+template <typename T>
+__device__ void atomic_mul(T* address, T value) {
+  if constexpr (sizeof(T) == 8 || sizeof(T) == 4) {
+    using Word = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
+    Word* word = reinterpret_cast<Word*>(address);
+    Word seen = *word, expected;
+    do {
+      expected = seen;
+      T updated = multiply(bits_as<T>(expected), value);
+      seen = atomicCAS(word, expected, bits_as<Word>(updated));
+    } while (seen != expected);
+  } else {
+    const auto at = reinterpret_cast<uintptr_t>(address);
+    unsigned int* word = reinterpret_cast<unsigned int*>(at & ~uintptr_t(3));
+    const unsigned int shift = (at & 3) * 8, mask = ((1u << (sizeof(T) * 8)) - 1) << shift;
+    using Bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned char>;
+    unsigned int seen = *word, expected;
+    do {
+      expected = seen;
+      const T old = bits_as<T>(static_cast<Bits>((expected & mask) >> shift));
+      const unsigned int bits = bits_as<Bits>(multiply(old, value));
+      seen = atomicCAS(word, expected, (expected & ~mask) | (bits << shift));
+    } while (seen != expected);
+  }
+}
+
+template <typename T>
+__global__ void put_mul_kernel(int64_t n, T* self, const int64_t* offsets, const T* values) {
+  KILN_GRID_STRIDE(i, n) { atomic_mul(self + offsets[i], values[i]); }
 }
 
 template <typename T>
@@ -79,14 +132,15 @@ void index_put_kernel(PutOp op, const Tensor& self, const Tensor& offsets, const
   const int64_t n = values.numel();
   if (n == 0) return;
   LaunchContext ctx(self);
-  KILN_CHECK(op != PutOp::Mul, NotImplemented,
-             "[index_put_] reduce='multiply' is not implemented on CUDA");
   dispatch_all(self.dtype(), "index_put_", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
     T* dst = static_cast<T*>(self.data_ptr());
     const T* src = static_cast<const T*>(values.data_ptr());
     if (op == PutOp::Assign) {
       put_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(n, dst, offsets.data<int64_t>(), src);
+    } else if (op == PutOp::Mul) {
+      put_mul_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(n, dst, offsets.data<int64_t>(),
+                                                                  src);
     } else if constexpr (has_atomic_add<T>) {
       put_add_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(n, dst, offsets.data<int64_t>(),
                                                                   src);

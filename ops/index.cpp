@@ -202,9 +202,9 @@ void put_at(const Tensor& self, const Tensor& offsets, const Tensor& values, Put
   KILN_CHECK(ok, Runtime, "[", op, "] shape mismatch: value tensor of shape ", values.sizes(),
              " cannot be broadcast to indexing result of shape ", target);
   Device dev = self.device();
-  // CUDA accumulates with atomics; float sums then depend on the arrival order,
-  // integer sums do not.
-  if (put == PutOp::Add && dev.is_cuda() && !is_integral(self.dtype(), true))
+  // CUDA accumulates with atomics; float sums and products then depend on the arrival
+  // order, integer ones do not.
+  if (put != PutOp::Assign && dev.is_cuda() && !is_integral(self.dtype(), true))
     alert_not_deterministic(op, dev);
   Tensor v = contiguous(prepare_operand(values, self.dtype(), target, dev));
   if (offsets.numel() > 0) require_kernel(backend(dev).index_put, op, dev)(put, self, offsets, v);

@@ -120,7 +120,8 @@ Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32, 
 }
 
 Tensor bincount(const Tensor& input, const Tensor& weights, int64_t minlength) {
-  KILN_CHECK(is_integral(input.dtype(), false), Runtime,
+  // NotImplementedError, as PyTorch raises for a dtype the op has no kernel for.
+  KILN_CHECK(is_integral(input.dtype(), false), NotImplemented,
              "[bincount] input must be an integer tensor, got dtype ", input.dtype());
   KILN_CHECK(minlength >= 0, Runtime, "[bincount] minlength should be >= 0, got ", minlength);
   KILN_CHECK(input.dim() == 1, Runtime,

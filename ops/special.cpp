@@ -165,19 +165,37 @@ Tensor special_entr(const Tensor& x) {
 }
 
 namespace {
-// x * f(y), 0 where x == 0 and y is not NaN; y is replaced there so f never
-// sees a value whose NaN/inf would leak into the gradient.
-template <typename F>
-Tensor x_times(const Tensor& a, const Tensor& b, const char* op, F f) {
+// x * f(y), 0 where x == 0 and y is not NaN (y is replaced there so an infinite f(y) never
+// meets the zero). PyTorch's gradients: x gets g * f(y) (0 where g is 0), except 0 where x == 0
+// and y is outside f's domain (y <= domain_edge); y gets g * x * f'(y).
+template <typename F, typename DF>
+Tensor x_times(const Tensor& a, const Tensor& b, const char* op, double domain_edge, F f, DF df) {
   auto [x, y] = float_operands(a, b, op);
-  Tensor zero_x = logical_and(eq(x, Scalar(0)), logical_not(isnan(y)));
-  Tensor safe_y = where(zero_x, like(y, 1), y);
-  return where(zero_x, like(x, 0), mul(x, f(safe_y)));
+  Tensor out;
+  {
+    GradModeGuard no_grad(false);
+    Tensor zero_x = logical_and(eq(x, Scalar(0)), logical_not(isnan(y)));
+    out = where(zero_x, like(x, 0), mul(x, f(where(zero_x, like(y, 1), y))));
+  }
+  if (needs_grad({x, y})) {
+    record(op, {x, y}, {out},
+           [sx = SavedTensor(x), sy = SavedTensor(y), domain_edge, f, df](
+               const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+             Tensor in = sx.unpack(), other = sy.unpack();
+             Tensor zero_g = logical_and(eq(g[0], Scalar(0)), logical_not(isnan(other)));
+             Tensor gx = where(zero_g, like(g[0], 0), mul(g[0], f(other)));
+             Tensor dead = logical_and(eq(in, Scalar(0)), le(other, Scalar(domain_edge)));
+             return {where(dead, like(gx, 0), gx), mul(g[0], mul(in, df(other)))};
+           });
+  }
+  return out;
 }
 }  // namespace
 
 Tensor xlogy(const Tensor& x, const Tensor& y) {
-  return x_times(x, y, "xlogy", [](const Tensor& t) { return log(t); });
+  return x_times(
+      x, y, "xlogy", 0.0, [](const Tensor& t) { return log(t); },
+      [](const Tensor& t) { return reciprocal(t); });
 }
 
 const Tensor& xlogy_(const Tensor& self, const Tensor& other) {
@@ -185,7 +203,9 @@ const Tensor& xlogy_(const Tensor& self, const Tensor& other) {
 }
 
 Tensor special_xlog1py(const Tensor& x, const Tensor& y) {
-  return x_times(x, y, "xlog1py", [](const Tensor& t) { return log1p(t); });
+  return x_times(
+      x, y, "xlog1py", -1.0, [](const Tensor& t) { return log1p(t); },
+      [](const Tensor& t) { return reciprocal(add(t, Scalar(1))); });
 }
 
 namespace {

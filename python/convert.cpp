@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -49,7 +50,10 @@ bool dtype_from_numpy(const py::dtype& dt, DType* out) {
 // One flattened leaf of nested Python data.
 struct Leaves {
   std::vector<Scalar> values;
-  bool any_float = false, any_int = false;
+  // The promoted dtype of the leaves, as PyTorch infers it: Python floats count as the default
+  // dtype, ints as int64, bools as bool, NumPy scalars and 0-d tensors as their own dtype
+  // ([np.float64(1), 2.0] -> float64, [np.float16(1), 2] -> float16).
+  std::optional<DType> dtype;
   // The depth of the first scalar: every scalar must sit at it ([1, [2, 3]] is ragged).
   size_t scalar_depth = SIZE_MAX;
 };
@@ -60,8 +64,9 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
     KILN_CHECK(t.numel() == 1 && t.dim() == 0, Value, "[", op,
                "] only one element tensors can be converted to Python scalars; got a tensor of "
                "shape ", t.sizes(), " inside a list (use kiln.stack for lists of tensors)");
-    py::object v = item(t);
-    walk(v, depth, shape, leaves, op);
+    const std::optional<DType> before = leaves->dtype;
+    walk(item(t), depth, shape, leaves, op);
+    leaves->dtype = before ? promote_types(*before, t.dtype()) : t.dtype();
     return;
   }
   // Any sequence protocol object counts (range, array.array), but not text.
@@ -69,7 +74,12 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
                       !py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) &&
                       !PyByteArray_Check(h.ptr());
   if (is_seq && py::hasattr(h, "__array_interface__") && py::len(h.attr("shape")) == 0) {
+    const std::optional<DType> before = leaves->dtype;
     walk(h.attr("item")(), depth, shape, leaves, op);  // NumPy scalar or 0-d array
+    DType own;
+    if (py::hasattr(h, "dtype") && dtype_from_numpy(py::dtype::from_args(h.attr("dtype")), &own)) {
+      leaves->dtype = before ? promote_types(*before, own) : own;
+    }
     return;
   }
   if (is_seq) {
@@ -94,8 +104,10 @@ void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* 
              "] new(): invalid data type '", std::string(py::str(py::type::of(h).attr("__name__"))),
              "'");
   leaves->scalar_depth = depth;
-  leaves->any_float |= s.is_floating();
-  leaves->any_int |= s.is_integral();
+  const DType own = s.is_floating() ? default_dtype()
+                    : s.is_integral() ? DType::Int64
+                                      : DType::Bool;
+  leaves->dtype = leaves->dtype ? promote_types(*leaves->dtype, own) : own;
   leaves->values.push_back(s);
 }
 
@@ -165,11 +177,7 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
   Shape shape;
   Leaves leaves;
   walk(data, 0, &shape, &leaves, op);
-  DType inferred = leaves.any_float ? default_dtype()
-                   : leaves.any_int ? DType::Int64
-                   : leaves.values.empty() ? default_dtype()
-                                           : DType::Bool;
-  DType dt = dtype.value_or(inferred);
+  DType dt = dtype.value_or(leaves.dtype.value_or(default_dtype()));
   Tensor out = make_tensor(shape, dt, Device());
   dispatch_all(dt, op, [&](auto tag) {
     using T = typename decltype(tag)::type;

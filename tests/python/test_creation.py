@@ -22,6 +22,20 @@ def test_tensor_nested_lists_and_inference():
     assert kiln.tensor(((1, 2), (3, 4))).shape == (2, 2)
 
 
+def test_tensor_inference_keeps_numpy_scalar_and_tensor_dtypes():
+    # PyTorch promotes the leaves' own dtypes: NumPy scalars and 0-d tensors are typed.
+    cases = [([np.float64(1.0)], kiln.float64), ([np.float32(1.0), 2.0], kiln.float32),
+             ([1.0, np.float64(2.0)], kiln.float64), ([np.float16(1.0)], kiln.float16),
+             ([np.float16(1.0), 2], kiln.float16), ([np.int32(1)], kiln.int32),
+             ([np.int16(1), 2], kiln.int64), ([np.bool_(True)], kiln.bool),
+             ([[np.int8(1)], [np.uint8(2)]], kiln.int16),
+             ([kiln.tensor(1.0, dtype=kiln.float64), 2], kiln.float64),
+             ([kiln.tensor(1, dtype=kiln.int32), 2.5], kiln.float32), ([], kiln.float32)]
+    for data, dtype in cases:
+        assert kiln.tensor(data).dtype == dtype, (data, dtype)
+    assert kiln.tensor(list(np.linspace(0, 1, 3))).tolist() == [0.0, 0.5, 1.0]
+
+
 def test_tensor_dtype_argument():
     t = kiln.tensor([1, 2, 3], dtype=kiln.float64)
     assert t.dtype == kiln.float64 and t.tolist() == [1.0, 2.0, 3.0]

@@ -94,3 +94,32 @@ def test_mlp_training_step_matches_cpu():
     assert_close(kiln.tensor(gpu), cpu, atol=1e-5, rtol=1e-5)
     for a, b in zip(gg, gc):
         assert_close(kiln.tensor(a), b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16,
+                                   kiln.int64, kiln.int32, kiln.int16, kiln.int8, kiln.uint8,
+                                   kiln.bool])
+def test_scatter_multiply_matches_cpu(dtype):
+    # CUDA multiplies with a compare-and-swap loop per element; many sources hit each target
+    # (and one- and two-byte dtypes share a 32-bit word with their neighbours).
+    rng = np.random.default_rng(0)
+    base = rng.choice([-1.0, 1.0, 2.0, 0.5], size=(5, 7))
+    src = rng.choice([-1.0, 1.0, 2.0, 0.5], size=(40, 7))
+    if dtype == kiln.bool:
+        base, src = base > 0, src > 0
+    elif not dtype.is_floating_point:
+        base, src = np.abs(base).round() + (dtype != kiln.uint8) * (base < 0) * -2, np.sign(src)
+    index = rng.integers(0, 5, size=(40, 7))
+    out = {}
+    for device in ("cpu", "cuda"):
+        x = kiln.tensor(base, dtype=dtype, device=device)
+        out[device] = x.scatter_(0, kiln.tensor(index, device=device),
+                                 kiln.tensor(src, dtype=dtype, device=device), reduce="multiply")
+    assert out["cuda"].dtype == dtype
+    np.testing.assert_array_equal(out["cuda"].cpu().float().numpy(), out["cpu"].float().numpy())
+    got = kiln.scatter_reduce(kiln.tensor(base, dtype=dtype, device="cuda"), 1,
+                              kiln.tensor(index[:5] % 7, device="cuda"),
+                              kiln.tensor(src[:5], dtype=dtype, device="cuda"), "prod")
+    ref = kiln.scatter_reduce(kiln.tensor(base, dtype=dtype), 1, kiln.tensor(index[:5] % 7),
+                              kiln.tensor(src[:5], dtype=dtype), "prod")
+    np.testing.assert_array_equal(got.cpu().float().numpy(), ref.float().numpy())

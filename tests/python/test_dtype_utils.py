@@ -549,7 +549,7 @@ def test_type_and_new_tensor_vs_torch(device):
 def test_repr_vs_torch(restore_printoptions):
     torch = pytest.importorskip("torch")
     values = [[1.0, 2.0], [1.25, -2.5], [1e-5, 1.0], [1.0, 2000.0], [3.0, 1e9],
-              list(np.linspace(-3, 3, 40)), [float("nan"), 1.0, float("inf")]]
+              np.linspace(-3, 3, 40).tolist(), [float("nan"), 1.0, float("inf")]]
     try:
         for options in ({}, {"precision": 2}, {"sci_mode": True}, {"sci_mode": False},
                         {"threshold": 10, "edgeitems": 2}, {"linewidth": 40},

@@ -381,12 +381,19 @@ def test_weight_norm_matches_torch(device):
     x = rand(3, 5)
     expected = tm(torch.tensor(x, device=device))
     out = km(kiln.tensor(x).to(device))
-    assert_close(out.cpu(), expected.detach().cpu().numpy())
+    # PyTorch's fused CUDA weight-norm kernel is float32-accurate even in float64 (its weight
+    # is ~2e-8 off the exact v * g / ||v||, where kiln's is exact on both devices).
+    tol = {"atol": 1e-7, "rtol": 1e-7} if device == "cuda" else {}
+    assert_close(out.cpu(), expected.detach().cpu().numpy(), **tol)
     expected.sum().backward()
     out.sum().backward()
     for name in ("original0", "original1"):
         assert_close(getattr(km.parametrizations.weight, name).grad.cpu(),
-                     getattr(tm.parametrizations.weight, name).grad.cpu().numpy())
+                     getattr(tm.parametrizations.weight, name).grad.cpu().numpy(), **tol)
+    if device == "cuda":
+        w = km.parametrizations.weight
+        v, g = w.original1.detach().cpu().numpy(), w.original0.detach().cpu().numpy()
+        assert_close(km.weight.cpu(), v * g / np.sqrt((v * v).sum(1, keepdims=True)))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -262,7 +262,7 @@ def test_rnn_matches_numpy(device, cls, mode, kwargs, batched, with_hx):
     hx = initial_states(module, (2,) if batched else ()) if with_hx else None
     out = module(kiln.tensor(x, device=device), to_kiln(hx, device))
     check(out, np_rnn(module, x, hx))
-    assert out[0].device == kiln.device(device)
+    assert out[0].device.type == device
 
 
 def test_rnn_float32():

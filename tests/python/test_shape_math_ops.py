@@ -486,7 +486,9 @@ def _cases(tc):
         "rot90": (lambda lib, x: lib.rot90(x), [U(2, 3)]),
         "rot90_k3_dims": (lambda lib, x: x.rot90(3, [2, 0]), [Strided(U(2, 3, 4))]),
         "rot90_neg_k": (lambda lib, x: lib.rot90(x, -2, (1, 0)), [U(3, 4)]),
-        "kron": (lambda lib, a, b: lib.kron(a, b), [U(2, 3), Strided(U(3, 2))]),
+        # Not Strided: torch.kron .view()s its input and fails on a permuted one; kiln's
+        # non-contiguous kron is checked against NumPy in test_kron_matches_numpy.
+        "kron": (lambda lib, a, b: lib.kron(a, b), [U(2, 3), U(3, 2)]),
         "kron_ranks": (lambda lib, a, b: a.kron(b), [U(3), U(2, 1, 2)]),
         "kron_int": (lambda lib, a, b: lib.kron(a, b), [Fixed(ints(2, 2)), Fixed(ints(3))]),
         "linalg_cross": (lambda lib, a, b: lib.linalg.cross(a, b), [U(4, 3), Strided(U(4, 3))]),

@@ -316,6 +316,24 @@ def test_binary_gradcheck(name):
     gradcheck(fn, a, b)
 
 
+def test_xlogy_gradient_at_zero():
+    # PyTorch's rule: the x gradient is g * log(y) (log1p(y)) even where x == 0, and 0 only
+    # where x == 0 and y is outside the log's domain; the y gradient is g * x / y.
+    x = kiln.tensor([0.0, 0.0, 0.0, 2.0], dtype=kiln.float64, requires_grad=True)
+    y = kiln.tensor([0.5, 0.0, -1.0, 0.5], dtype=kiln.float64, requires_grad=True)
+    kiln.xlogy(x, y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [math.log(0.5), 0.0, 0.0, math.log(0.5)])
+    gy = y.grad.numpy()
+    assert gy[0] == 0.0 and math.isnan(gy[1]) and gy[2] == 0.0 and gy[3] == 4.0
+    x.grad = None
+    kiln.special.xlog1py(x, kiln.tensor([0.5, -1.0, -2.0, 0.5], dtype=kiln.float64)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [math.log1p(0.5), 0.0, 0.0, math.log1p(0.5)])
+    # A zero upstream gradient stays zero against log(0) = -inf.
+    x.grad = None
+    (kiln.xlogy(x, kiln.tensor(0.0, dtype=kiln.float64)) * 0).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_binary_python_numbers_and_integer_promotion():
     a = rand(3, 4)
     assert_close(kiln.xlogy(kiln.tensor(a), 2.5), a * math.log(2.5))

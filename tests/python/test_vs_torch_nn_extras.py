@@ -116,12 +116,18 @@ ACTIVATIONS += [_grid_sample_case(mode, pad, ac) for mode in ("bilinear", "neare
                 for pad in ("zeros", "border", "reflection") for ac in (False, True)]
 
 
+# PyTorch's CELU gradient scales by 1 / alpha rounded to float32 (derivatives.yaml takes
+# alpha.toFloat()), so in float64 it is off by ~3e-8 relative; kiln's is exact (see the float64
+# gradcheck in test_nn_extras.py). float64 compares at float32's precision there.
+FLOAT64_TOL = {"celu": (1e-7, 1e-7), "celu_": (1e-7, 1e-7)}
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", GRAD_DTYPES)
 @pytest.mark.parametrize("name,fn,inputs", LOSSES + ACTIVATIONS,
                          ids=[c[0] for c in LOSSES + ACTIVATIONS])
 def test_against_torch(name, fn, inputs, dtype, device):
-    check(fn, inputs, device, dtype)
+    check(fn, inputs, device, dtype, tol=FLOAT64_TOL.get(name) if dtype == "float64" else None)
 
 
 @pytest.mark.parametrize("device", DEVICES)
