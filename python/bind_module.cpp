@@ -57,4 +57,6 @@ PYBIND11_MODULE(_C, m) {
   init_optim(m);
   init_amp(m);
   init_conv(m);
+  init_distributed_store(m);
+  init_distributed(m);
 }

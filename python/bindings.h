@@ -35,5 +35,9 @@ void init_optim(pybind11::module_& m);
 void init_amp(pybind11::module_& m);
 // After init_nn: adds to its `_nn` submodule.
 void init_conv(pybind11::module_& m);
+// kiln._C._distributed: stores (bind_distributed_store.cpp), then process groups, Work and
+// ReduceOp (bind_distributed.cpp), which add to the same submodule.
+void init_distributed_store(pybind11::module_& m);
+void init_distributed(pybind11::module_& m);
 
 }  // namespace kiln::python

@@ -19,6 +19,9 @@ need_deb g++ command -v g++
 need_deb libeigen3-dev test -f /usr/include/eigen3/Eigen/Core
 need_deb libgtest-dev test -f /usr/include/gtest/gtest.h
 need_deb ccache command -v ccache
+# Gloo: CPU collectives for kiln.distributed (optional in the build; the distributed tests
+# that need it skip without it, so the offline GPU machine, which lacks it, still builds).
+need_deb libgloo-dev test -f /usr/include/gloo/config.h
 
 if [ "${#missing_debs[@]}" -gt 0 ]; then
   echo "install_deps: installing Debian packages: ${missing_debs[*]}"
