@@ -26,22 +26,34 @@ std::string format_keys(const std::vector<std::string>& keys) {
   return out + "]";
 }
 
-namespace {
-
-int64_t parse_counter(const std::string& key, const Bytes& value, const char* who) {
+int64_t parse_counter(const std::string& key, const Bytes& value, std::string* error) {
   std::string text(value.begin(), value.end());
   size_t used = 0;
   int64_t v = 0;
-  bool ok = !text.empty();
   try {
-    if (ok) v = std::stoll(text, &used);
+    v = std::stoll(text, &used);
   } catch (const std::exception&) {
-    ok = false;
+    used = 0;
   }
-  KILN_CHECK(ok && used == text.size(), Runtime, who, " add: the value of key '", key,
-             "' is not an integer: '", text, "'");
+  if (text.empty() || used != text.size()) {
+    // Values are arbitrary bytes: show a printable, bounded rendering.
+    std::string shown;
+    for (size_t i = 0; i < value.size() && i < 40; ++i) {
+      char c = static_cast<char>(value[i]);
+      if (c >= 32 && c < 127 && c != '\\') {
+        shown += c;
+      } else {
+        static const char* hex = "0123456789abcdef";
+        shown += std::string("\\x") + hex[value[i] >> 4] + hex[value[i] & 15];
+      }
+    }
+    if (value.size() > 40) shown += "...";
+    *error = "add: the value of key '" + key + "' is not an integer: '" + shown + "'";
+  }
   return v;
 }
+
+namespace {
 
 Bytes counter_bytes(int64_t v) {
   std::string s = std::to_string(v);
@@ -86,7 +98,9 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = data_.find(key);
-    sum = (it == data_.end() ? 0 : parse_counter(key, it->second, "[store]")) + delta;
+    std::string error;
+    sum = (it == data_.end() ? 0 : parse_counter(key, it->second, &error)) + delta;
+    KILN_CHECK(error.empty(), Runtime, "[store] ", error);
     data_[key] = counter_bytes(sum);
   }
   changed_.notify_all();

@@ -89,5 +89,7 @@ class TCPStore final : public Store {
 
 // "['a', 'b']": how store errors list keys.
 std::string format_keys(const std::vector<std::string>& keys);
+// Reads add()'s decimal counter; on a non-integer value returns 0 and sets *error.
+int64_t parse_counter(const std::string& key, const Bytes& value, std::string* error);
 
 }  // namespace kiln::distributed

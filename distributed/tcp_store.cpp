@@ -144,20 +144,6 @@ bool send_all(int fd, const Bytes& data) {
   return true;
 }
 
-int64_t parse_counter(const std::string& key, const Bytes& value, std::string* error) {
-  std::string text(value.begin(), value.end());
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size())
-    *error = "add: the value of key '" + key + "' is not an integer: '" + text + "'";
-  return v;
-}
-
 // --- server --------------------------------------------------------------------------------
 
 class Server {
