@@ -224,7 +224,10 @@ class NcclProcessGroup : public ProcessGroup {
 
   WorkPtr allreduce(std::vector<Tensor>& tensors, ReduceOp op) override {
     check("all_reduce", tensors);
-    for (const Tensor& t : tensors) nccl_op("all_reduce", rank_, op, t.dtype());
+    for (const Tensor& t : tensors) {
+      detail::check_reduce_op("all_reduce", rank_, op, t.dtype());
+      nccl_op("all_reduce", rank_, op, t.dtype());
+    }
     auto staged = stage_all(tensors, true);
     return launch("all_reduce", tensors, staged, {}, false, [&](cudaStream_t s) {
       for (const Staged& t : staged)
@@ -250,7 +253,10 @@ class NcclProcessGroup : public ProcessGroup {
   WorkPtr reduce(std::vector<Tensor>& tensors, int root, ReduceOp op) override {
     check("reduce", tensors);
     detail::check_rank_arg("reduce", rank_, size_, root, "root");
-    for (const Tensor& t : tensors) nccl_op("reduce", rank_, op, t.dtype());
+    for (const Tensor& t : tensors) {
+      detail::check_reduce_op("reduce", rank_, op, t.dtype());
+      nccl_op("reduce", rank_, op, t.dtype());
+    }
     auto staged = stage_all(tensors, true);
     return launch("reduce", tensors, staged, {}, false, [&](cudaStream_t s) {
       // NCCL writes the result on the root only; other ranks' buffers stay as they were.
@@ -298,6 +304,7 @@ class NcclProcessGroup : public ProcessGroup {
     check("reduce_scatter_tensor", {output, input});
     detail::check_scaled_numel("reduce_scatter_tensor", rank_, size_, input, "input", output,
                                "output");
+    detail::check_reduce_op("reduce_scatter_tensor", rank_, op, input.dtype());
     ncclRedOp_t rop = nccl_op("reduce_scatter_tensor", rank_, op, input.dtype());
     Tensor in = contiguous(detach(input));
     auto staged = stage_all({output}, false);
@@ -396,6 +403,8 @@ class NcclProcessGroup : public ProcessGroup {
   WorkPtr launch(const char* op, const std::vector<Tensor>& results,
                  const std::vector<Staged>& staged, const std::vector<Tensor>& inputs,
                  bool block_on_wait, F&& body) {
+    // One thread at a time on the communicator: NCCL calls on a comm must not interleave.
+    std::lock_guard<std::mutex> launch_lock(launch_mu_);
     const int dev = comm_->device;
     cuda::DeviceGuard guard(dev);
     cuda::StreamHandle current = cuda::current_stream(dev);
@@ -430,6 +439,7 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Comm> comm_;
   cuda::StreamHandle stream_ = nullptr;
   detail::BackendSpec spec_;
+  std::mutex launch_mu_;
 };
 
 }  // namespace

@@ -35,13 +35,16 @@ def free_port():
 
 
 def spawn(case, world, timeout=20.0, expect_ok=True):
-    """Runs case_<case> on `world` ranks; returns [(returncode, output)] per rank."""
+    """Runs case_<case> on `world` ranks; returns [(returncode, output)] per rank. The ranks
+    also get torchrun's environment variables (env:// rendezvous)."""
     port = free_port()
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               WORLD_SIZE=str(world))
     procs = [
         subprocess.Popen([sys.executable, __file__, case, str(r), str(world), str(port)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env=dict(env, RANK=str(r)))
         for r in range(world)
     ]
     results = []
@@ -150,7 +153,9 @@ def case_collectives(rank, world, port):
 
 
 def case_groups_p2p_objects(rank, world, port):
-    init(rank, world, port=port)
+    # No init_method: env:// from MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE.
+    dist.init_process_group("gloo")
+    assert dist.get_rank() == rank
     # a subset group: ranks 1 and 2 (rank 0 is not a member but must call new_group too)
     sub = dist.new_group([1, 2])
     t = kiln.tensor([float(rank + 1)] * 3)
@@ -264,7 +269,9 @@ def case_nccl(rank, world, port):
     except ImportError:
         return
     # the same collectives in PyTorch on the same data agree
-    tdist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port + 1}", rank=rank,
+    torch_port = [free_port() if rank == 0 else None]
+    dist.broadcast_object_list(torch_port, src=0)
+    tdist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{torch_port[0]}", rank=rank,
                              world_size=world, device_id=torch.device("cuda", rank))
     x = [data(r, (4, 6), np.float32, 12) for r in range(world)]
     ours = kiln.tensor(x[rank]).to(dev)
@@ -296,6 +303,11 @@ def test_single_rank_with_store():
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
         check(t, np.arange(6.0).reshape(2, 3))
         assert dist.get_backend() == dist.Backend.GLOO
+        sub = dist.new_group(backend="cpu:gloo")
+        assert dist.get_backend(sub) == "cpu:gloo"
+        x = kiln.ones(3, dtype=kiln.int32)
+        dist.all_reduce(x, op=dist.ReduceOp.MAX, group=sub)
+        check(x, [1, 1, 1])
         with pytest.raises(ValueError, match="twice"):
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     finally:
