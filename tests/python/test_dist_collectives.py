@@ -196,6 +196,7 @@ def case_groups_p2p_objects(rank, world, port):
     items = [rank, "x"] if rank == 1 else [None, None]
     dist.broadcast_object_list(items, src=1)
     assert items == [1, "x"]
+    dist.monitored_barrier()
     dist.barrier()
 
 
@@ -232,6 +233,8 @@ def case_errors(rank, world, port):
     with pytest.raises(RuntimeError, match=r"\[all_reduce\] rank 0"):
         dist.all_reduce(t)
     assert time.monotonic() - start < 5.5
+    with pytest.raises(RuntimeError, match=r"\[monitored_barrier\] rank 0: ranks \[1\] did not reach"):
+        dist.monitored_barrier(timeout=0.5)
 
 
 def case_nccl(rank, world, port):
@@ -288,6 +291,8 @@ def test_uninitialized_calls_raise():
     for call in (lambda: dist.all_reduce(kiln.ones(2)), lambda: dist.barrier(),
                  lambda: dist.get_rank(), lambda: dist.broadcast(kiln.ones(2), src=0)):
         with pytest.raises(RuntimeError, match=r"\] Default process group has not been initialized"):
+            call()
+        with pytest.raises(ValueError, match=r"init_process_group"):  # PyTorch 2.x's type
             call()
     with pytest.raises(ValueError, match=r"\[Backend\] unknown backend 'mpi'"):
         dist.init_process_group("mpi", store=dist.HashStore(), rank=0, world_size=1)

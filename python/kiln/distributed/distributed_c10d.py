@@ -26,7 +26,8 @@ __all__ = [
     "broadcast", "broadcast_object_list", "destroy_process_group", "get_backend",
     "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank",
     "get_world_size", "group", "init_process_group", "irecv", "is_available",
-    "is_gloo_available", "is_initialized", "is_nccl_available", "isend", "new_group", "recv",
+    "is_gloo_available", "is_initialized", "is_nccl_available", "isend", "monitored_barrier",
+    "new_group", "recv",
     "reduce", "reduce_scatter_tensor", "send",
 ]
 
@@ -70,8 +71,10 @@ def is_nccl_available():
 class ProcessGroup:
     """The ranks of a group and its backend group per device type."""
 
-    def __init__(self, name, backend, ranks, group_rank, backends):
+    def __init__(self, name, backend, ranks, group_rank, backends, timeout):
         self.group_name = name
+        self._timeout = timeout  # seconds
+        self._monitored_barriers = 0
         self._backend = backend
         self._ranks = list(ranks)
         self._rank = group_rank
@@ -118,8 +121,13 @@ class _World:
     groups = []
 
 
+class _NotInitializedError(ValueError, RuntimeError):
+    """Current PyTorch raises ValueError here and older releases RuntimeError; code written
+    for either catches this."""
+
+
 def _not_initialized(op):
-    return RuntimeError(
+    return _NotInitializedError(
         f"[{op}] Default process group has not been initialized, please make sure to call "
         f"init_process_group."
     )
@@ -184,7 +192,7 @@ def _make_group(ranks, backend, timeout, device_id):
         )
         for device, b in devices.items()
     }
-    pg = ProcessGroup(name, str(spec), ranks, group_rank, backends)
+    pg = ProcessGroup(name, str(spec), ranks, group_rank, backends, seconds)
     _World.groups.append(pg)
     return pg
 
@@ -449,6 +457,31 @@ def barrier(group=None, async_op=False, device_ids=None):
     # A host-side Gloo barrier when there is one; NCCL's barrier blocks the host on wait().
     pg = g._backends.get("cpu") or next(iter(g._backends.values()))
     return _finish(pg.barrier(), async_op)
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """A barrier through the store that names every rank that did not arrive in time
+    (all of them, whatever ``wait_all_ranks`` says)."""
+    g = _member(group, "monitored_barrier")
+    if g is None:
+        return None
+    seconds = g._timeout if timeout is None else _timeout_seconds(timeout)
+    g._monitored_barriers += 1
+    prefix = f"monitored_barrier/{g.group_name}/{g._monitored_barriers}"
+    keys = [f"{prefix}/{r}" for r in range(g.size())]
+    store = _World.store
+    store.set(keys[g.rank()], b"1")
+    try:
+        store.wait(keys, timedelta(seconds=seconds))
+    except RuntimeError:
+        missing = [g._ranks[r] for r in range(g.size()) if not store.check([keys[r]])]
+        if not missing:
+            return None
+        raise RuntimeError(
+            f"[monitored_barrier] rank {_World.rank}: ranks {missing} did not reach "
+            f"monitored_barrier within {seconds:g} s"
+        ) from None
+    return None
 
 
 def _object_device(g):
