@@ -11,14 +11,22 @@ namespace kiln::distributed {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "SUM";
-    case ReduceOp::Product: return "PRODUCT";
-    case ReduceOp::Min: return "MIN";
-    case ReduceOp::Max: return "MAX";
-    case ReduceOp::Avg: return "AVG";
-    case ReduceOp::BAnd: return "BAND";
-    case ReduceOp::BOr: return "BOR";
-    case ReduceOp::BXor: return "BXOR";
+    case ReduceOp::Sum:
+      return "SUM";
+    case ReduceOp::Product:
+      return "PRODUCT";
+    case ReduceOp::Min:
+      return "MIN";
+    case ReduceOp::Max:
+      return "MAX";
+    case ReduceOp::Avg:
+      return "AVG";
+    case ReduceOp::BAnd:
+      return "BAND";
+    case ReduceOp::BOr:
+      return "BOR";
+    case ReduceOp::BXor:
+      return "BXOR";
   }
   return "UNKNOWN";
 }
@@ -82,9 +90,9 @@ void check_tensors(const char* op, int rank, const BackendSpec& spec,
                spec.name, " backend carries ", wanted, " tensors, but got ", describe(t),
                " (use the ", other, " backend, or init_process_group(\"cpu:gloo,cuda:nccl\"))");
     KILN_CHECK(spec.device_index < 0 || t.device().index == spec.device_index, Runtime, "[", op,
-               "] rank ", rank, ": the ", spec.name, " communicator of this rank is on cuda:",
-               spec.device_index, ", but got ", describe(t),
-               " (call kiln.cuda.set_device(local_rank) before init_process_group)");
+               "] rank ", rank, ": the ", spec.name,
+               " communicator of this rank is on cuda:", spec.device_index, ", but got ",
+               describe(t), " (call kiln.cuda.set_device(local_rank) before init_process_group)");
     KILN_CHECK(std::find(spec.unsupported.begin(), spec.unsupported.end(), t.dtype()) ==
                    spec.unsupported.end(),
                NotImplemented, "[", op, "] rank ", rank, ": the ", spec.name,
@@ -94,8 +102,8 @@ void check_tensors(const char* op, int rank, const BackendSpec& spec,
 
 void check_rank_arg(const char* op, int rank, int size, int value, const char* what) {
   KILN_CHECK(value >= 0 && value < size, Runtime, "[", op, "] rank ", rank, ": invalid ", what,
-             " rank ", value, " for a group of size ", size, " (expected 0 <= ", what, " < ",
-             size, ")");
+             " rank ", value, " for a group of size ", size, " (expected 0 <= ", what, " < ", size,
+             ")");
 }
 
 void check_reduce_op(const char* op, int rank, ReduceOp rop, DType dtype) {
@@ -114,20 +122,19 @@ void check_same_dtype(const char* op, int rank, const Tensor& ref, const Tensor&
              describe(t));
 }
 
-void check_scaled_numel(const char* op, int rank, int size, const Tensor& big,
-                        const char* big_name, const Tensor& small, const char* small_name) {
+void check_scaled_numel(const char* op, int rank, int size, const Tensor& big, const char* big_name,
+                        const Tensor& small, const char* small_name) {
   KILN_CHECK(big.dtype() == small.dtype(), Runtime, "[", op, "] rank ", rank, ": ", big_name,
              " and ", small_name, " must have one dtype, got ", describe(big), " and ",
              describe(small));
-  KILN_CHECK(big.numel() == small.numel() * size, Runtime, "[", op, "] rank ", rank, ": ",
-             big_name, " must hold group size (", size, ") times the elements of ", small_name,
-             ", got ", big_name, " ", describe(big), " and ", small_name, " ", describe(small));
+  KILN_CHECK(big.numel() == small.numel() * size, Runtime, "[", op, "] rank ", rank, ": ", big_name,
+             " must hold group size (", size, ") times the elements of ", small_name, ", got ",
+             big_name, " ", describe(big), " and ", small_name, " ", describe(small));
 }
 
-void check_alltoall(const char* op, int rank, int size, const Tensor& output,
-                    const Tensor& input) {
-  KILN_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel(), Runtime, "[",
-             op, "] rank ", rank, ": output and input must have one dtype and element count, got ",
+void check_alltoall(const char* op, int rank, int size, const Tensor& output, const Tensor& input) {
+  KILN_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel(), Runtime, "[", op,
+             "] rank ", rank, ": output and input must have one dtype and element count, got ",
              describe(output), " and ", describe(input));
   KILN_CHECK(input.numel() % size == 0, Runtime, "[", op, "] rank ", rank, ": input ",
              describe(input), " does not split equally among ", size,

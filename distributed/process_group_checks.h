@@ -38,10 +38,9 @@ void check_same_dtype(const char* op, int rank, const Tensor& ref, const Tensor&
                       const char* what);
 // `big` holds `size` times the elements of `small` (allgather_into_tensor,
 // reduce_scatter_tensor); same dtype.
-void check_scaled_numel(const char* op, int rank, int size, const Tensor& big,
-                        const char* big_name, const Tensor& small, const char* small_name);
+void check_scaled_numel(const char* op, int rank, int size, const Tensor& big, const char* big_name,
+                        const Tensor& small, const char* small_name);
 // alltoall_base: equal element counts divisible by the group size.
-void check_alltoall(const char* op, int rank, int size, const Tensor& output,
-                    const Tensor& input);
+void check_alltoall(const char* op, int rank, int size, const Tensor& output, const Tensor& input);
 
 }  // namespace kiln::distributed::detail

@@ -111,7 +111,8 @@ void reduce_loop(void* out, const void* a, const void* b, size_t n, F f) {
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
   using A = std::conditional_t<std::is_same_v<T, bool>, bool, acc_t<T>>;
-  for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(static_cast<A>(x[i]), static_cast<A>(y[i])));
+  for (size_t i = 0; i < n; ++i)
+    o[i] = static_cast<T>(f(static_cast<A>(x[i]), static_cast<A>(y[i])));
 }
 
 template <typename T>
@@ -180,12 +181,24 @@ void divide_by(const Tensor& t, int size) {
 
 // --- fingerprints ------------------------------------------------------------------------
 enum class Kind : int64_t {
-  AllReduce, Broadcast, Reduce, AllGather, AllGatherIntoTensor, ReduceScatter, AllToAll, Barrier
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  AllGatherIntoTensor,
+  ReduceScatter,
+  AllToAll,
+  Barrier
 };
 const char* kind_name(Kind k) {
-  static const char* names[] = {"all_reduce",         "broadcast",      "reduce",
-                                "all_gather",         "all_gather_into_tensor",
-                                "reduce_scatter_tensor", "all_to_all_single", "barrier"};
+  static const char* names[] = {"all_reduce",
+                                "broadcast",
+                                "reduce",
+                                "all_gather",
+                                "all_gather_into_tensor",
+                                "reduce_scatter_tensor",
+                                "all_to_all_single",
+                                "barrier"};
   return names[static_cast<int>(k)];
 }
 
@@ -296,9 +309,8 @@ std::exception_ptr as_kiln_error(const std::string& op, int rank,
   } catch (const std::exception& e) {
     return std::make_exception_ptr(
         Error(ErrorKind::Runtime,
-              str_cat("[", op, "] rank ", rank, ": Gloo failed (", describe(tensors),
-                      ", timeout ", timeout.count(), " ms; a peer may have exited or stalled): ",
-                      e.what())));
+              str_cat("[", op, "] rank ", rank, ": Gloo failed (", describe(tensors), ", timeout ",
+                      timeout.count(), " ms; a peer may have exited or stalled): ", e.what())));
   }
 }
 
@@ -499,8 +511,8 @@ class GlooProcessGroup : public ProcessGroup {
     check("send", tensors);
     detail::check_rank_arg("send", rank_, size_, dst, "dst");
     KILN_CHECK(dst != rank_, Runtime, "[send] rank ", rank_, ": cannot send to itself");
-    KILN_CHECK(tensors.size() == 1, Runtime, "[send] rank ", rank_,
-               ": expects one tensor, got ", tensors.size());
+    KILN_CHECK(tensors.size() == 1, Runtime, "[send] rank ", rank_, ": expects one tensor, got ",
+               tensors.size());
     Tensor buf = contiguous(detach(tensors[0]));
     auto ub = context_->createUnboundBuffer(buf.data_ptr(), buf.numel() * buf.itemsize());
     ub->send(dst, gloo::Slot::build(kSendRecvSlotPrefix, uint32_t(tag)));
@@ -511,8 +523,8 @@ class GlooProcessGroup : public ProcessGroup {
     check("recv", tensors);
     detail::check_rank_arg("recv", rank_, size_, src, "src");
     KILN_CHECK(src != rank_, Runtime, "[recv] rank ", rank_, ": cannot receive from itself");
-    KILN_CHECK(tensors.size() == 1, Runtime, "[recv] rank ", rank_,
-               ": expects one tensor, got ", tensors.size());
+    KILN_CHECK(tensors.size() == 1, Runtime, "[recv] rank ", rank_, ": expects one tensor, got ",
+               tensors.size());
     Staged s = stage(tensors[0]);
     auto ub = context_->createUnboundBuffer(s.buf.data_ptr(), s.buf.numel() * s.buf.itemsize());
     ub->recv(src, gloo::Slot::build(kSendRecvSlotPrefix, uint32_t(tag)));
@@ -546,8 +558,7 @@ class GlooProcessGroup : public ProcessGroup {
     auto work = std::make_shared<GlooWork>(op, rank_, results);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      KILN_CHECK(!stop_, Runtime, "[", op, "] rank ", rank_,
-                 ": the process group was destroyed");
+      KILN_CHECK(!stop_, Runtime, "[", op, "] rank ", rank_, ": the process group was destroyed");
       queue_.push_back({work, print, std::move(fn)});
     }
     cv_.notify_all();
@@ -595,8 +606,8 @@ class GlooProcessGroup : public ProcessGroup {
     gloo::allgather(o);
     bool same = true;
     for (int r = 1; r < size_; ++r)
-      same = same && std::equal(all.begin(), all.begin() + kFingerprint,
-                                all.begin() + r * kFingerprint);
+      same = same &&
+             std::equal(all.begin(), all.begin() + kFingerprint, all.begin() + r * kFingerprint);
     if (same) return;
     std::string ranks;
     for (int r = 0; r < size_; ++r)

@@ -41,15 +41,24 @@ using detail::describe;
 ncclDataType_t nccl_dtype(DType t) {
   switch (t) {
     case DType::Bool:
-    case DType::UInt8: return ncclUint8;
-    case DType::Int8: return ncclInt8;
-    case DType::Int32: return ncclInt32;
-    case DType::Int64: return ncclInt64;
-    case DType::Float16: return ncclFloat16;
-    case DType::BFloat16: return ncclBfloat16;
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
-    default: break;
+    case DType::UInt8:
+      return ncclUint8;
+    case DType::Int8:
+      return ncclInt8;
+    case DType::Int32:
+      return ncclInt32;
+    case DType::Int64:
+      return ncclInt64;
+    case DType::Float16:
+      return ncclFloat16;
+    case DType::BFloat16:
+      return ncclBfloat16;
+    case DType::Float32:
+      return ncclFloat32;
+    case DType::Float64:
+      return ncclFloat64;
+    default:
+      break;
   }
   fail(ErrorKind::NotImplemented, "[nccl] dtype ", t, " is not supported by NCCL");
 }
@@ -57,12 +66,18 @@ ncclDataType_t nccl_dtype(DType t) {
 ncclRedOp_t nccl_op(const char* op, int rank, ReduceOp rop, DType dtype) {
   const bool is_bool = dtype == DType::Bool;
   switch (rop) {
-    case ReduceOp::Sum: return is_bool ? ncclMax : ncclSum;
-    case ReduceOp::Product: return is_bool ? ncclMin : ncclProd;
-    case ReduceOp::Min: return ncclMin;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Avg: return ncclAvg;
-    default: break;
+    case ReduceOp::Sum:
+      return is_bool ? ncclMax : ncclSum;
+    case ReduceOp::Product:
+      return is_bool ? ncclMin : ncclProd;
+    case ReduceOp::Min:
+      return ncclMin;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Avg:
+      return ncclAvg;
+    default:
+      break;
   }
   fail(ErrorKind::NotImplemented, "[", op, "] rank ", rank, ": ReduceOp.", reduce_op_name(rop),
        " is not supported by the nccl backend (use the gloo backend on CPU tensors)");
@@ -122,7 +137,8 @@ class NcclWork : public Work {
   }
 
   bool wait(Millis timeout) override {
-    if (block_on_wait_ || timeout.count() >= 0) block_host(timeout.count() >= 0 ? timeout : timeout_);
+    if (block_on_wait_ || timeout.count() >= 0)
+      block_host(timeout.count() >= 0 ? timeout : timeout_);
     raise_if_failed();
     cuda::DeviceGuard guard(comm_->device);
     end_->wait(cuda::current_stream(comm_->device), comm_->device);
@@ -172,8 +188,9 @@ class NcclWork : public Work {
   }
 
   [[noreturn]] void throw_failure(const std::string& why) {
-    fail(ErrorKind::Runtime, "[", op_, "] rank ", comm_->rank, " of ", comm_->size, " (cuda:",
-         comm_->device, "): ", why, " (", describe(results_), ", timeout ", timeout_.count(),
+    fail(ErrorKind::Runtime, "[", op_, "] rank ", comm_->rank, " of ", comm_->size,
+         " (cuda:", comm_->device, "): ", why, " (", describe(results_), ", timeout ",
+         timeout_.count(),
          " ms). The NCCL communicator is aborted: this process group cannot be used any more; "
          "a peer may have exited, stalled or called a different collective.");
   }
@@ -261,10 +278,10 @@ class NcclProcessGroup : public ProcessGroup {
     return launch("reduce", tensors, staged, {}, false, [&](cudaStream_t s) {
       // NCCL writes the result on the root only; other ranks' buffers stay as they were.
       for (const Staged& t : staged)
-        KILN_NCCL(ncclReduce(t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(),
-                             nccl_dtype(t.buf.dtype()), nccl_op("reduce", rank_, op, t.buf.dtype()),
-                             root, comm_->comm, s),
-                  comm_.get(), "reduce");
+        KILN_NCCL(
+            ncclReduce(t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(), nccl_dtype(t.buf.dtype()),
+                       nccl_op("reduce", rank_, op, t.buf.dtype()), root, comm_->comm, s),
+            comm_.get(), "reduce");
     });
   }
 
@@ -368,9 +385,9 @@ class NcclProcessGroup : public ProcessGroup {
     Tensor one = zeros({1}, DType::Float32, Device(DeviceType::CUDA, comm_->device));
     auto staged = stage_all({one}, false);
     return launch("barrier", {}, staged, {}, /*block_on_wait=*/true, [&](cudaStream_t s) {
-      KILN_NCCL(ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum,
-                              comm_->comm, s),
-                comm_.get(), "barrier");
+      KILN_NCCL(
+          ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum, comm_->comm, s),
+          comm_.get(), "barrier");
     });
   }
 
@@ -393,7 +410,8 @@ class NcclProcessGroup : public ProcessGroup {
       if (d.is_contiguous()) {
         staged.push_back({d, d});
       } else {
-        staged.push_back({d, keep_values ? contiguous(d) : empty(d.sizes(), d.dtype(), d.device())});
+        staged.push_back(
+            {d, keep_values ? contiguous(d) : empty(d.sizes(), d.dtype(), d.device())});
       }
     }
     return staged;

@@ -93,7 +93,8 @@ class ProcessGroup:
         return self._backends[kiln.device(device).type]
 
     def __repr__(self):
-        return f"ProcessGroup(name={self.group_name!r}, backend={self._backend!r}, ranks={self._ranks})"
+        return (f"ProcessGroup(name={self.group_name!r}, backend={self._backend!r}, "
+                f"ranks={self._ranks})")
 
 
 class GroupMember:
@@ -240,8 +241,8 @@ def destroy_process_group(group=None):
         _World.groups.remove(group)
 
 
-def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
-              group_desc=None, device_id=None):
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
+              use_local_synchronization=False, group_desc=None, device_id=None):
     """A group of some ranks; every rank of the world must call it, members or not."""
     if GroupMember.WORLD is None:
         raise _not_initialized("new_group")
