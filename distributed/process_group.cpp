@@ -1,5 +1,23 @@
 // The backend-independent part of process groups: ReduceOp names, which backends this build
 // has, the argument checks both backends share, and the constructors of missing backends.
+//
+// Note [Distributed backends]
+// Gloo (process_group_gloo.cpp) builds where libgloo-dev is installed, NCCL
+// (process_group_nccl.cpp) with the CUDA backend where NCCL is found; CMake leaves out the file
+// of a missing one and the stubs below take its place, so asking for it fails with a message
+// saying how to get it, and gloo_available()/nccl_available() tell Python beforehand.
+//
+// Note [Distributed failures]
+// A collective never hangs silently:
+// - Bad arguments (wrong device, dtype, shape, root) raise on the calling rank before anything
+//   is sent, naming the rank (detail:: checks below).
+// - Gloo compares a fingerprint of each collective across ranks first, so ranks that call
+//   different collectives or shapes all raise an error listing what each rank called; a peer
+//   that exits closes its sockets and the others fail at once; everything else is bounded by
+//   the group's timeout (Note [Gloo process group]).
+// - NCCL host waits poll the end event and the communicator's asynchronous error; on error or
+//   timeout the communicator is aborted and the error names the rank, op and tensors
+//   (Note [NCCL process group]).
 #include "distributed/process_group.h"
 
 #include <algorithm>
