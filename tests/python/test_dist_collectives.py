@@ -210,6 +210,12 @@ def case_errors(rank, world, port):
         dist.all_gather_into_tensor(kiln.zeros(3), t)
     with pytest.raises(RuntimeError, match=r"BAND needs an integer or bool tensor"):
         dist.all_reduce(t, op=dist.ReduceOp.BAND)
+    with pytest.raises(RuntimeError, match=r"\[all_gather\] rank \d: expected a list of 2 output"):
+        dist.all_gather([kiln.zeros(2, 3)], t)
+    with pytest.raises(RuntimeError, match=r"\[all_gather\] .*input float32 \[2, 3\].*int64"):
+        dist.all_gather([kiln.zeros(2, 3, dtype=kiln.int64)] * 2, t)
+    with pytest.raises(RuntimeError, match=r"\[send\] rank \d: invalid dst rank 2"):
+        dist.send(t, dst=2)
     with pytest.raises(NotImplementedError, match=r"\[all_to_all_single\].*equal splits"):
         dist.all_to_all_single(kiln.zeros(4), kiln.ones(4), input_split_sizes=[1, 3])
     # mismatched shapes: every rank learns what every rank called
