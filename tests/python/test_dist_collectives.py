@@ -323,6 +323,9 @@ def test_uninitialized_calls_raise():
             call()
         with pytest.raises(ValueError, match=r"init_process_group"):  # PyTorch 2.x's type
             call()
+    if not kiln.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"\[init_process_group\] .*nccl"):
+            dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
     with pytest.raises(ValueError, match=r"\[Backend\] unknown backend 'mpi'"):
         dist.init_process_group("mpi", store=dist.HashStore(), rank=0, world_size=1)
     assert not dist.is_initialized()

@@ -171,6 +171,11 @@ def _new_backend_group(store, name, device, backend, rank, size, timeout, device
     prefixed = _C.PrefixStore(f"{name}/{device}", store)
     if backend == Backend.GLOO:
         return _C._new_gloo_group(prefixed, rank, size, timeout)
+    if _C.is_nccl_available() and not kiln.cuda.is_available():
+        raise RuntimeError(
+            f"[init_process_group] rank {_World.rank}: the nccl backend needs a CUDA device, but "
+            f"none is available (use backend='gloo' for CPU tensors)"
+        )
     index = -1
     if device_id is not None:
         index = device_id if isinstance(device_id, int) else kiln.device(device_id).index
