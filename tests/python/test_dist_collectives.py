@@ -197,6 +197,10 @@ def case_groups_p2p_objects(rank, world, port):
     items = [rank, "x"] if rank == 1 else [None, None]
     dist.broadcast_object_list(items, src=1)
     assert items == [1, "x"]
+    gathered = [None] * world if rank == 2 else None
+    dist.gather_object(("g", rank), gathered, dst=2)
+    if rank == 2:
+        assert gathered == [("g", r) for r in range(world)]
     dist.monitored_barrier()
     dist.barrier()
 

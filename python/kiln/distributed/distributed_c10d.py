@@ -23,7 +23,7 @@ Work = _C.Work
 __all__ = [
     "Backend", "GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather",
     "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all_single", "barrier",
-    "broadcast", "broadcast_object_list", "destroy_process_group", "get_backend",
+    "broadcast", "broadcast_object_list", "destroy_process_group", "gather_object", "get_backend",
     "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank",
     "get_world_size", "group", "init_process_group", "irecv", "is_available",
     "is_gloo_available", "is_initialized", "is_nccl_available", "isend", "monitored_barrier",
@@ -524,6 +524,27 @@ def all_gather_object(object_list, obj, group=None):
     all_gather(outs, padded, group=group)
     for i in range(n):
         object_list[i] = _from_tensor(outs[i], lengths[i])
+    return None
+
+
+def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
+    """Collects every rank's picklable ``obj`` into ``object_gather_list`` on ``dst``
+    (an all-gather underneath: objects are small and it needs no extra collective)."""
+    g = _member(group, "gather_object")
+    if g is None:
+        return None
+    if dst is None and group_dst is None:
+        dst = 0
+    root = _group_peer(g, "gather_object", dst, group_dst, "dst")
+    if g.rank() == root and (object_gather_list is None or len(object_gather_list) != g.size()):
+        raise ValueError(
+            f"[gather_object] rank {_World.rank}: on dst, object_gather_list must be a list of "
+            f"{g.size()} items (the group size)"
+        )
+    gathered = [None] * g.size()
+    all_gather_object(gathered, obj, group=group)
+    if g.rank() == root:
+        object_gather_list[:] = gathered
     return None
 
 
