@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -149,6 +150,33 @@ TEST(ProcessGroupGloo, MismatchedShapesNameEveryRank) {
     EXPECT_NE(e.find("rank 0: all_reduce(SUM) with float32 [2, 3]"), std::string::npos) << e;
     EXPECT_NE(e.find("rank 1: all_reduce(SUM) with float32 [3]"), std::string::npos) << e;
   }
+}
+
+TEST(ProcessGroupGloo, MissingPeerTimesOutNamingRankAndOp) {
+  std::promise<void> rank0_done;
+  std::shared_future<void> done = rank0_done.get_future().share();
+  auto errors = run_ranks(
+      2,
+      [&](int rank, ProcessGroup& pg) {
+        if (rank == 1) {  // stays connected but never joins the collective
+          done.wait();
+          return;
+        }
+        std::vector<Tensor> t{ones({4})};
+        auto work = pg.allreduce(t, ReduceOp::Sum);
+        try {
+          work->wait();
+        } catch (...) {
+          rank0_done.set_value();
+          throw;
+        }
+        rank0_done.set_value();
+      },
+      Millis(1000));
+  EXPECT_NE(errors[0].find("[all_reduce] rank 0: Gloo failed (float32 [4] on cpu, timeout 1000 ms"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_EQ(errors[1], "");
 }
 
 TEST(ProcessGroupGloo, BadArgumentsRaiseBeforeCommunicating) {
