@@ -580,19 +580,18 @@ struct TCPStore::Impl {
                 const std::vector<std::string>& keys, Cmd cmd);
 };
 
-Bytes TCPStore::Impl::request(Writer& w, Millis wait, Millis store_timeout,
-                              const std::string& what, const std::vector<std::string>& keys,
-                              Cmd cmd) {
+Bytes TCPStore::Impl::request(Writer& w, Millis wait, Millis store_timeout, const std::string& what,
+                              const std::vector<std::string>& keys, Cmd cmd) {
   std::unique_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> lock(pool_mu);
     if (!idle.empty()) conn = std::move(idle.back()), idle.pop_back();
   }
-  if (!conn) conn = std::make_unique<Connection>(server ? "127.0.0.1" : host, port,
-                                                 store_timeout, false);
+  if (!conn)
+    conn = std::make_unique<Connection>(server ? "127.0.0.1" : host, port, store_timeout, false);
   bool blocking = cmd == Cmd::Get || cmd == Cmd::Wait;
-  Bytes body = conn->call(w, deadline_after((blocking ? wait : store_timeout) + kReplyMargin),
-                          what);
+  Bytes body =
+      conn->call(w, deadline_after((blocking ? wait : store_timeout) + kReplyMargin), what);
   {
     std::lock_guard<std::mutex> lock(pool_mu);
     idle.push_back(std::move(conn));
@@ -614,8 +613,8 @@ Bytes TCPStore::Impl::request(Writer& w, Millis wait, Millis store_timeout,
 
 TCPStore::TCPStore(const TCPStoreOptions& options)
     : Store(options.timeout), impl_(std::make_unique<Impl>()) {
-  KILN_CHECK(options.port >= 0 && options.port <= 65535, Value, "[TCPStore] port ",
-             options.port, " is out of range [0, 65535]");
+  KILN_CHECK(options.port >= 0 && options.port <= 65535, Value, "[TCPStore] port ", options.port,
+             " is out of range [0, 65535]");
   KILN_CHECK(options.is_master || options.port != 0, Value,
              "[TCPStore] a client needs the master's port; port 0 (pick a free one) is only "
              "valid with is_master=True");
@@ -626,8 +625,8 @@ TCPStore::TCPStore(const TCPStoreOptions& options)
     impl_->port = impl_->server->port();
   }
   // The master's own client reaches its server over loopback whatever host names it.
-  impl_->idle.push_back(std::make_unique<Connection>(
-      options.is_master ? "127.0.0.1" : options.host, impl_->port, options.timeout, true));
+  impl_->idle.push_back(std::make_unique<Connection>(options.is_master ? "127.0.0.1" : options.host,
+                                                     impl_->port, options.timeout, true));
   if (options.is_master && options.wait_for_workers && options.world_size > 0) {
     int64_t seen = impl_->server->wait_for_workers(options.world_size, options.timeout);
     KILN_CHECK(seen >= options.world_size, Runtime, "[TCPStore] timed out after ",
@@ -664,12 +663,11 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   return Reader(body.data(), body.size()).i64();
 }
 
-Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected,
-                            const Bytes& desired) {
+Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   Writer w(uint8_t(Cmd::CompareSet));
   w.str(key).bytes(expected).bytes(desired);
-  Bytes body = impl_->request(w, timeout_, timeout_, "compare_set('" + key + "')", {key},
-                              Cmd::CompareSet);
+  Bytes body =
+      impl_->request(w, timeout_, timeout_, "compare_set('" + key + "')", {key}, Cmd::CompareSet);
   return Reader(body.data(), body.size()).bytes();
 }
 

@@ -227,25 +227,31 @@ class _Group:
         return [w for w in self.workers if w.end is None]
 
     def signal_all(self, signum):
-        for w in self.running():
+        # Exited workers too: their children (data-loader workers, say) share the session and
+        # may still hold the stderr pipe open.
+        for w in self.workers:
             try:
                 os.killpg(w.proc.pid, signum)
             except (ProcessLookupError, PermissionError):
                 pass
 
     def stop(self, signum=signal.SIGTERM):
-        """Sends `signum` to every running worker, then SIGKILL after the grace period."""
+        """Sends `signum` to every worker, then SIGKILL after the grace period; returns the
+        workers that needed SIGKILL."""
         self.signal_all(signum)
         deadline = time.monotonic() + self.config.kill_grace_period
         while self.running() and time.monotonic() < deadline:
             self.poll()
             time.sleep(0.01)
         killed = self.running()
-        if killed:
-            self.signal_all(signal.SIGKILL)
-            for w in killed:
-                w.proc.wait()
-            self.poll()
+        self.signal_all(signal.SIGKILL)
+        for w in killed:
+            try:
+                # Bounded: a process stuck in a driver call can outlive SIGKILL for a while.
+                w.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _log(f"rank {w.rank} (pid {w.proc.pid}) did not exit 30 s after SIGKILL")
+        self.poll()
         return killed
 
     def drain(self, timeout=2.0):

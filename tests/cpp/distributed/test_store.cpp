@@ -157,8 +157,7 @@ TEST(TCPStore, WaitForWorkersBlocksUntilAllConnect) {
   // Reserve a port with a throwaway master, then reuse the number once it is released.
   int port = tcp_store_port(*master());
   std::vector<std::thread> workers;
-  for (int r = 1; r <= 2; ++r)
-    workers.emplace_back([&] { client(port)->add("joined", 1); });
+  for (int r = 1; r <= 2; ++r) workers.emplace_back([&] { client(port)->add("joined", 1); });
   TCPStoreOptions o;
   o.port = port;
   o.is_master = true;
