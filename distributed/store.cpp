@@ -75,6 +75,8 @@ void HashStore::set(const std::string& key, const Bytes& value) {
 void HashStore::wait_locked(std::unique_lock<std::mutex>& lock,
                             const std::vector<std::string>& keys, Millis timeout) {
   if (timeout.count() < 0) timeout = timeout_;
+  // A timedelta.max timeout must not overflow the clock inside wait_for.
+  timeout = std::min(timeout, Millis(365LL * 24 * 3600 * 1000));
   auto missing = [&] {
     std::vector<std::string> out;
     for (const auto& k : keys)
