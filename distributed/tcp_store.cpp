@@ -314,7 +314,6 @@ bool Server::read_client(int fd, Bytes& in) {
     alive = handle(fd, r);
     pos += 4 + len;
   }
-  // `in` may have been invalidated only if the client was erased, which happens in loop().
   in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(pos));
   return alive;
 }

@@ -31,7 +31,7 @@ env = {n: os.environ.get(n) for n in names}
 env["argv"] = sys.argv[2:]
 with open(os.path.join(out, f"rank{env['RANK']}.json"), "w") as f:
     json.dump(env, f)
-print(f"stdout of rank {env['RANK']}")
+sys.stdout.write(f"stdout of rank {env['RANK']}\\n")  # one write: lines of ranks can't mix
 print(f"stderr of rank {env['RANK']}", file=sys.stderr)
 """
 
@@ -103,7 +103,7 @@ def test_every_worker_gets_torchruns_environment(tmp_path):
             "argv": ["--lr", "0.1"],
         }
     # stdout passes through untouched; stderr is teed with a rank prefix.
-    assert sorted(out.splitlines()) == [f"stdout of rank {r}" for r in range(3)]
+    assert sorted(out.splitlines()) == [f"stdout of rank {r}" for r in range(3)], repr(out)
     for r in range(3):
         assert f"[rank{r}]:stderr of rank {r}" in err.splitlines()
     assert "OMP_NUM_THREADS=1" in err
@@ -111,9 +111,10 @@ def test_every_worker_gets_torchruns_environment(tmp_path):
 
 def test_underscore_flags_multi_node_ranks_and_a_set_omp(tmp_path):
     script = write(tmp_path, "env.py", ENV_SCRIPT)
-    code, _, err, _ = launch(
+    code, out, err, _ = launch(
         ["--nproc_per_node=2", "--nnodes=2:2", "--node_rank=1", "--master_addr=10.1.2.3",
-         "--master_port=1234", "--rdzv_id=job7", "--max_restarts=0", script, str(tmp_path)],
+         "--master_port=1234", "--rdzv_id=job7", "--max_restarts=0", "--tee=3", script,
+         str(tmp_path)],
         env=env_for({"OMP_NUM_THREADS": "4"}, drop=()),
     )
     assert code == 0, err
@@ -123,6 +124,8 @@ def test_underscore_flags_multi_node_ranks_and_a_set_omp(tmp_path):
              e["MASTER_PORT"], e["TORCHELASTIC_RUN_ID"], e["OMP_NUM_THREADS"]) for e in envs} == {
         ("4", "1", "2", "10.1.2.3", "1234", "job7", "4")}
     assert "OMP_NUM_THREADS=1" not in err
+    # --tee 3 pipes stdout through the launcher too, one whole line at a time.
+    assert sorted(out.splitlines()) == ["[rank2]:stdout of rank 2", "[rank3]:stdout of rank 3"]
 
 
 FAIL_SCRIPT = """
@@ -238,7 +241,8 @@ store.add("joined", 1)
 store.set(f"rank{rank}", os.environ["TORCHELASTIC_RUN_ID"])
 store.wait([f"rank{r}" for r in range(world_size)])
 ids = {store.get(f"rank{r}") for r in range(world_size)}
-print(rank, world_size, len(ids), os.environ["MASTER_PORT"], os.environ["TORCHELASTIC_RUN_ID"])
+sys.stdout.write(f"{rank} {world_size} {len(ids)} {os.environ['MASTER_PORT']} "
+                 f"{os.environ['TORCHELASTIC_RUN_ID']}\\n")
 store.set(f"done{rank}", "1")
 if rank == 0:
     store.wait([f"done{r}" for r in range(world_size)])
@@ -283,8 +287,10 @@ time.sleep(60)
 def test_module_and_no_python_modes(tmp_path):
     (tmp_path / "mypkg").mkdir()
     write(tmp_path / "mypkg", "__init__.py", "")
-    write(tmp_path / "mypkg", "job.py",
-          "import os, sys\nprint('module', os.environ['RANK'], sys.argv[1:])\n")
+    write(tmp_path / "mypkg", "job.py", """
+import os, sys
+sys.stdout.write(f"module {os.environ['RANK']} {sys.argv[1:]}\\n")
+""")
     code, out, err, _ = launch(["--nproc-per-node", 2, "--standalone", "-m", "mypkg.job", "x"],
                                env=env_for({"PYTHONPATH": f"{tmp_path}:{PYTHON_DIR}"}))
     assert code == 0, err
@@ -304,6 +310,22 @@ def test_module_and_no_python_modes(tmp_path):
 def test_bad_arguments(args, message, capsys):
     assert launcher.main([*args, "script.py"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_nproc_per_node_gpu_and_cpu(tmp_path, capsys, monkeypatch):
+    if kiln.cuda.device_count() == 0:
+        assert launcher.main(["--nproc-per-node", "gpu", "script.py"]) == 2
+        assert "--nproc-per-node gpu: no CUDA device is visible" in capsys.readouterr().err
+    if (os.cpu_count() or 1) > 8:
+        pytest.skip("one worker per CPU core would be slow here")
+    monkeypatch.setenv("PYTHONPATH", PYTHON_DIR)
+    script = write(tmp_path, "n.py", "import os, sys\n"
+                   "open(os.path.join(sys.argv[1], os.environ['RANK']), 'w').write("
+                   "os.environ['LOCAL_WORLD_SIZE'])\n")
+    assert launcher.main(["--nproc-per-node", "cpu", "--standalone", script, str(tmp_path)]) == 0
+    files = sorted(p.name for p in tmp_path.iterdir() if p.name.isdigit())
+    assert files == [str(r) for r in range(os.cpu_count())]
+    assert (tmp_path / "0").read_text() == str(os.cpu_count())
 
 
 def test_main_runs_in_process(tmp_path, monkeypatch):
