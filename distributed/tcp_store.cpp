@@ -177,8 +177,11 @@ class Server {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
   int port_ = 0;
-  std::map<int, Bytes> clients_;  // fd -> bytes received but not yet handled
-  std::map<int, bool> said_hello_;
+  struct Client {
+    Bytes in;  // received but not yet handled
+    bool said_hello = false;
+  };
+  std::map<int, Client> clients_;  // by fd
   std::list<Waiter> waiters_;
   std::unordered_map<std::string, Bytes> data_;
   std::mutex workers_mu_;
@@ -242,7 +245,7 @@ Server::~Server() {
   while (::write(wake_[1], &c, 1) < 0 && errno == EINTR) {
   }
   thread_.join();
-  for (auto& [fd, in] : clients_) ::close(fd);
+  for (auto& [fd, client] : clients_) ::close(fd);
   ::close(listen_fd_);
   ::close(wake_[0]);
   ::close(wake_[1]);
@@ -260,7 +263,7 @@ void Server::loop() {
     fds.clear();
     fds.push_back({wake_[0], POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    for (auto& [fd, in] : clients_) fds.push_back({fd, POLLIN, 0});
+    for (auto& [fd, client] : clients_) fds.push_back({fd, POLLIN, 0});
     int timeout = -1;
     for (const auto& w : waiters_) {
       int left = ms_until(w.deadline);
@@ -274,10 +277,9 @@ void Server::loop() {
       for (size_t i = 2; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         int fd = fds[i].fd;
-        if (!read_client(fd, clients_[fd])) {
+        if (!read_client(fd, clients_[fd].in)) {
           ::close(fd);
           clients_.erase(fd);
-          said_hello_.erase(fd);
           waiters_.remove_if([fd](const Waiter& w) { return w.fd == fd; });
         }
       }
@@ -324,10 +326,10 @@ bool Server::all_present(const std::vector<std::string>& keys) const {
 
 bool Server::handle(int fd, Reader& r) {
   auto cmd = static_cast<Cmd>(r.u8());
-  if (!said_hello_[fd]) {
+  if (!clients_[fd].said_hello) {
     if (cmd != Cmd::Hello || r.i64() != kMagic || r.bad()) return false;
     bool counted = r.u8() != 0;
-    said_hello_[fd] = true;
+    clients_[fd].said_hello = true;
     if (counted) {
       std::lock_guard<std::mutex> lock(workers_mu_);
       ++workers_;
@@ -639,7 +641,6 @@ TCPStore::~TCPStore() = default;
 
 const std::string& TCPStore::host() const { return impl_->host; }
 int TCPStore::port() const { return impl_->port; }
-bool TCPStore::is_master() const { return impl_->server != nullptr; }
 
 void TCPStore::set(const std::string& key, const Bytes& value) {
   Writer w(uint8_t(Cmd::Set));
