@@ -20,7 +20,9 @@ the launcher are forwarded to the workers, which get the same grace period.
 
 Rendezvous is plain: rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT
 (kiln.distributed.rendezvous), so the launcher keeps no store of its own. Elastic membership
-(``--nnodes MIN:MAX`` with MIN < MAX) is not supported.
+(``--nnodes MIN:MAX`` with MIN < MAX) is not supported, and restarts are per node: with several
+nodes, a failure elsewhere reaches this node's workers as a collective or store error, which
+then fails (or restarts) this node's group in turn.
 """
 
 import argparse
