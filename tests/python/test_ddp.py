@@ -331,7 +331,7 @@ def test_gloo_gradient_as_bucket_view_and_no_sync():
 def test_gloo_unused_parameters():
     results = _run_ranks("unused", 2)
     for r in results:
-        assert "find_unused_parameters=True" in r["error"] and "head.weight" in r["error"]
+        assert "find_unused_parameters=True" in r["error"] and "spare.weight" in r["error"]
         assert r["found_unused_ok"]
     _assert_same_everywhere(results, "params")
 

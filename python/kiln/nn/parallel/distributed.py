@@ -288,7 +288,10 @@ class DistributedDataParallel(Module):
     def forward(self, *inputs, **kwargs):
         sync = kiln.is_grad_enabled() and self.require_backward_grad_sync
         self._reset_iteration(expect_hooks=False)
-        if self.broadcast_buffers and self._comm.world_size > 1:
+        # As in PyTorch: buffers follow rank 0 unless the previous forward ran without
+        # gradient synchronisation (no_sync(), no_grad).
+        if self.broadcast_buffers and self.require_forward_param_sync and \
+                self._comm.world_size > 1:
             buffers = list(self.module.buffers())
             if buffers:
                 _flat_broadcast(self._comm, buffers)
