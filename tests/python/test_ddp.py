@@ -204,6 +204,38 @@ def test_find_unused_parameters():
         assert group.calls[0] == ("allreduce", 4)
 
 
+def test_static_graph_allows_unused_parameters():
+    model = _TwoHeads()
+    ddp = DDP(model, process_group=FakeGroup(), static_graph=True)
+    x = kiln.tensor(np.arange(8.0).reshape(2, 4))
+    for _ in range(2):
+        model.zero_grad()
+        ddp(x).sum().backward()
+        np.testing.assert_allclose(model.body.bias.grad.numpy(), [2.0] * 4)
+        assert model.unused_head.bias.grad is None
+
+
+def test_second_backward_through_same_forward_raises():
+    ddp = DDP(_mlp(), process_group=FakeGroup())
+    x, y = _data()
+    loss = ((ddp(x) - y) ** 2).mean()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match=r"\[DistributedDataParallel\] parameter '4.bias'.*"
+                       r"after this iteration's reduction finished"):
+        loss.backward()
+
+
+def test_no_sync_forward_skips_next_buffer_broadcast():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    group = FakeGroup()
+    ddp = DDP(model, process_group=group)
+    with ddp.no_sync():
+        ddp(kiln.randn(5, 3))
+        group.calls.clear()
+        ddp(kiln.randn(5, 3))
+    assert group.calls == []
+
+
 def test_forward_under_no_grad_does_not_arm_hooks():
     model = _mlp()
     group = FakeGroup()

@@ -237,7 +237,7 @@ class DistributedDataParallel(Module):
         d["_buckets"] = [_Bucket(ix, self._params) for ix in _assign_buckets(self._params, limits)]
         d["_bucket_of"] = {i: b for b in self._buckets for i in b.indices}
         d["_static_unused"] = None
-        self._reset_iteration(expect_hooks=False)
+        self._reset_iteration()
         this = weakref.ref(self)
         d["_hook_handles"] = [
             p.register_post_accumulate_grad_hook(DistributedDataParallel._make_hook(this, i))
@@ -287,7 +287,7 @@ class DistributedDataParallel(Module):
 
     def forward(self, *inputs, **kwargs):
         sync = kiln.is_grad_enabled() and self.require_backward_grad_sync
-        self._reset_iteration(expect_hooks=False)
+        self._reset_iteration()
         # As in PyTorch: buffers follow rank 0 unless the previous forward ran without
         # gradient synchronisation (no_sync(), no_grad).
         if self.broadcast_buffers and self.require_forward_param_sync and \
@@ -317,7 +317,7 @@ class DistributedDataParallel(Module):
         finally:
             self.require_backward_grad_sync = old
 
-    def _reset_iteration(self, expect_hooks):
+    def _reset_iteration(self):
         d = self.__dict__
         # Collectives launched by an iteration that never ran backward (find_unused) finish
         # first, so every rank's sequence of collectives stays the same.
@@ -328,7 +328,8 @@ class DistributedDataParallel(Module):
             bucket.work = None
         if d.get("_used_work") is not None:
             d["_used_work"].wait()
-        d["_expect_hooks"] = expect_hooks
+        d["_expect_hooks"] = False
+        d["_reduced"] = False
         d["_ready"] = [False] * len(self._params)
         d["_next_bucket"] = 0
         d["_callback_queued"] = False
@@ -371,7 +372,7 @@ class DistributedDataParallel(Module):
                     view.zero_()
                 elif p.grad.data_ptr() != view.data_ptr():
                     view.copy_(p.grad)  # gradients accumulated under no_sync()
-        if self.find_unused_parameters:
+        if self.find_unused_parameters or self.static_graph:
             flags = kiln.tensor(used, dtype=kiln.int32, device=self._params[0].device)
             self.__dict__["_used_flags"] = flags
             self.__dict__["_used_work"] = self._comm.all_reduce_sum(flags, async_op=True)
@@ -387,17 +388,19 @@ class DistributedDataParallel(Module):
         # wrapper (and its buckets) alive.
         def hook(param):
             ddp = this()
-            if ddp is not None and ddp._expect_hooks:
+            if ddp is None:
+                return
+            if ddp._expect_hooks:
                 ddp._grad_ready(index, param)
+            elif ddp._reduced:
+                raise RuntimeError(
+                    f"{_OP} parameter '{ddp._param_names[index]}' (index {index}) received a "
+                    "gradient after this iteration's reduction finished: DDP reduces once per "
+                    "forward, so a second backward through the same forward (retain_graph=True)"
+                    " is not supported; run the forward again")
         return hook
 
     def _grad_ready(self, index, param):
-        if self._ready[index]:
-            raise RuntimeError(
-                f"{_OP} parameter '{self._param_names[index]}' (index {index}) received its "
-                "gradient twice in one iteration: a parameter may take part in only one "
-                "backward pass per forward (a module reused in several forwards, or "
-                "retain_graph=True backward passes, are not supported)")
         if not self._callback_queued:
             self.__dict__["_callback_queued"] = True
             Variable._execution_engine.queue_callback(self._finish_backward)
@@ -428,7 +431,7 @@ class DistributedDataParallel(Module):
         self.__dict__["_expect_hooks"] = False
         if self._next_bucket < len(self._buckets):
             missing = [i for i, r in enumerate(self._ready) if not r]
-            self._reset_iteration(expect_hooks=False)
+            self._reset_iteration()
             names = ", ".join(self._param_names[i] for i in missing)
             raise RuntimeError(
                 f"{_OP} rank {self._comm.rank}: parameters that received no gradient in this "
@@ -452,7 +455,8 @@ class DistributedDataParallel(Module):
                         p.grad = view if self.gradient_as_bucket_view else view.clone()
                     elif p.grad.data_ptr() != view.data_ptr():
                         p.grad.copy_(view)
-        self._reset_iteration(expect_hooks=False)
+        self._reset_iteration()
+        self.__dict__["_reduced"] = True
 
 
 def _parse_shapes(row):
