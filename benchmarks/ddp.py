@@ -41,11 +41,13 @@ def parse_args():
 
 class Env:
     def __init__(self, args):
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29500")
+        # Without a launcher: a world of one (env:// needs every variable).
+        for name, default in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"),
+                              ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
+            os.environ.setdefault(name, default)
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ["LOCAL_RANK"])
         self.use_ddp = self.world_size > 1 or args.ddp
         self.cuda = not args.smoke
 
