@@ -279,6 +279,14 @@ def test_bad_arguments():
         DDP(nn.Linear(2, 2), device_ids=[0], process_group=FakeGroup())
 
 
+def test_default_group_must_be_initialized():
+    dist = pytest.importorskip("kiln.distributed")
+    if not hasattr(dist, "is_initialized") or dist.is_initialized():
+        pytest.skip("kiln.distributed without process groups, or already initialized")
+    with pytest.raises(RuntimeError, match=r"\[DistributedDataParallel\].*init_process_group"):
+        DDP(nn.Linear(2, 2))
+
+
 def test_hooks_do_not_keep_wrapper_alive():
     import gc
     import weakref

@@ -208,8 +208,7 @@ class DistributedDataParallel(Module):
                     f"and module parameters on {sorted(devices)}.")
         self.module = module
         self.device_ids = None if device_ids is None else [
-            kiln.device("cuda", d) if isinstance(d, int) else kiln.device(d)
-            for d in device_ids]
+            d if isinstance(d, int) else kiln.device(d).index for d in device_ids]
         self.output_device = output_device
         self.dim = dim
         self.broadcast_buffers = broadcast_buffers
@@ -296,8 +295,9 @@ class DistributedDataParallel(Module):
             if buffers:
                 _flat_broadcast(self._comm, buffers)
         if self.device_ids is not None:
-            inputs = _move_to(inputs, self.device_ids[0])
-            kwargs = _move_to(kwargs, self.device_ids[0])
+            device = kiln.device("cuda", self.device_ids[0])
+            inputs = _move_to(inputs, device)
+            kwargs = _move_to(kwargs, device)
         output = self.module(*inputs, **kwargs)
         self.require_forward_param_sync = sync
         if sync:
