@@ -186,7 +186,9 @@ def _move_to(obj, device):
 class DistributedDataParallel(Module):
     """Wraps `module` so that backward leaves every rank's .grad equal to the average over
     the process group's ranks (Note [DDP reducer]). Every rank must construct it with the
-    same model; parameters and buffers start from rank 0's values."""
+    same model; parameters and buffers start from rank 0's values. check_reduction is
+    accepted and ignored (deprecated in PyTorch); static_graph=True lets parameters that the
+    first iteration did not use stay unused, without walking the graph again."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0,
                  broadcast_buffers=True, process_group=None, bucket_cap_mb=None,
@@ -228,7 +230,6 @@ class DistributedDataParallel(Module):
         d["_comm"] = _Comm(process_group)
         d["_param_names"] = [n for n, _ in named]
         d["_params"] = [p for _, p in named]
-        d["_index_of"] = {id(p): i for i, p in enumerate(self._params)}
         self._verify_param_shapes_across_ranks()
         if self._comm.world_size > 1:
             _flat_broadcast(self._comm, [p.detach() for _, p in module.named_parameters()]
