@@ -118,7 +118,8 @@ def unused(s):
     except RuntimeError as e:
         error = str(e)
     del strict
-    ddp = s.ddp(model, find_unused_parameters=True)
+    # One bucket per parameter: the spare's buckets are launched during forward.
+    ddp = s.ddp(model, find_unused_parameters=True, bucket_cap_mb=1e-6)
     opt = kiln.optim.SGD(ddp.parameters(), lr=0.1)
     ok = True
     for _ in range(2):
@@ -144,6 +145,29 @@ def broadcast(s):
             "buffers": [b.cpu().tolist() for b in model.buffers()]}
 
 
+def amp(s):
+    """float32 model under bf16 autocast with a GradScaler: DDP reduces the (scaled) float32
+    gradients before the scaler unscales them, so every rank steps the same way."""
+    kiln.manual_seed(s.rank)
+    ddp = s.ddp(nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 4)))
+    before = _params(ddp.module)
+    opt = kiln.optim.Adam(ddp.parameters(), lr=1e-2)
+    scaler = kiln.amp.GradScaler(s.device.type)
+    for step in range(STEPS):
+        rng = np.random.default_rng(step)
+        x = rng.standard_normal((s.world_size * BATCH, 6)).astype(np.float32)
+        y = rng.integers(0, 4, s.world_size * BATCH)
+        opt.zero_grad()
+        with kiln.autocast(device_type=s.device.type, dtype=kiln.bfloat16):
+            out = ddp(s.local(x))
+            loss = nn.functional.cross_entropy(out, s.local(y))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    after = _params(ddp.module)
+    return {"params": after, "changed": after != before}
+
+
 def mismatch(s):
     width = 3 if s.rank == 0 else 4
     try:
@@ -154,7 +178,7 @@ def mismatch(s):
 
 
 SCENARIOS = {"train": train, "view_no_sync": view_no_sync, "unused": unused,
-             "broadcast": broadcast, "mismatch": mismatch}
+             "broadcast": broadcast, "mismatch": mismatch, "amp": amp}
 
 
 def main():

@@ -349,46 +349,58 @@ def _assert_same_everywhere(results, key):
             np.testing.assert_array_equal(np.array(b), np.array(a))
 
 
-@gloo
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_gloo_training_matches_single_process(world_size):
-    results = _run_ranks("train", world_size)
-    _assert_same_everywhere(results, "params")
-    for a, b in zip(results[0]["params"], results[0]["reference"]):
-        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-10, atol=1e-12)
-    assert results[0]["buckets"] > 2
-
-
-@gloo
-def test_gloo_gradient_as_bucket_view_and_no_sync():
-    results = _run_ranks("view_no_sync", 2)
+def _assert_matches_reference(results):
     _assert_same_everywhere(results, "params")
     for a, b in zip(results[0]["params"], results[0]["reference"]):
         np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-10, atol=1e-12)
 
 
-@gloo
-def test_gloo_unused_parameters():
-    results = _run_ranks("unused", 2)
+def _check_train(results):
+    _assert_matches_reference(results)
+    assert results[0]["buckets"] == 3
+
+
+def _check_unused(results):
     for r in results:
         assert "find_unused_parameters=True" in r["error"] and "spare.weight" in r["error"]
         assert r["found_unused_ok"]
+    assert "head.weight" not in results[0]["error"]  # rank 0 uses the head
+    assert "head.weight" in results[1]["error"]
     _assert_same_everywhere(results, "params")
 
 
-@gloo
-def test_gloo_broadcast_from_rank0():
-    results = _run_ranks("broadcast", 2)
+def _check_broadcast(results):
     _assert_same_everywhere(results, "params")
     _assert_same_everywhere(results, "buffers")
 
 
-@gloo
-def test_gloo_mismatched_shapes():
-    results = _run_ranks("mismatch", 2)
+def _check_mismatch(results):
     for r in results:
         assert "rank 1" in r["error"] and "'0.weight'" in r["error"]
         assert "[3, 5]" in r["error"] and "[4, 5]" in r["error"]
+
+
+def _check_amp(results):
+    _assert_same_everywhere(results, "params")
+    assert all(np.isfinite(np.array(p)).all() for p in results[0]["params"])
+    assert results[0]["changed"]
+
+
+CHECKS = {"train": _check_train, "view_no_sync": _assert_matches_reference,
+          "unused": _check_unused, "broadcast": _check_broadcast, "mismatch": _check_mismatch,
+          "amp": _check_amp}
+
+
+@gloo
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_gloo_training_matches_single_process(world_size):
+    _check_train(_run_ranks("train", world_size))
+
+
+@gloo
+@pytest.mark.parametrize("scenario", ["view_no_sync", "unused", "broadcast", "mismatch", "amp"])
+def test_gloo(scenario):
+    CHECKS[scenario](_run_ranks(scenario, 2))
 
 
 def _two_gpus():
@@ -401,8 +413,6 @@ def _two_gpus():
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs 2 GPUs and NCCL")
-def test_nccl_training_matches_single_process():
-    results = _run_ranks("train", 2, backend="nccl", timeout=120)
-    _assert_same_everywhere(results, "params")
-    for a, b in zip(results[0]["params"], results[0]["reference"]):
-        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-10, atol=1e-12)
+@pytest.mark.parametrize("scenario", sorted(CHECKS))
+def test_nccl(scenario):
+    CHECKS[scenario](_run_ranks(scenario, 2, backend="nccl", timeout=120))
