@@ -18,7 +18,10 @@ world size 1 the model runs without DDP unless --ddp (the scaling baseline; PyTo
 
 import argparse
 import datetime
+import importlib.util
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -36,6 +39,7 @@ def parse_args():
     p.add_argument("--ddp", action="store_true", help="wrap in DDP even at world size 1")
     p.add_argument("--gradient-as-bucket-view", action="store_true")
     p.add_argument("--smoke", action="store_true", help="tiny model on the CPU over Gloo")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args()
 
 
@@ -111,27 +115,50 @@ def step_ms(mod, dist, env, args):
                        include_device=True) / 1000.0
 
 
+def run_each_framework(args, env):
+    """--framework both: each framework in its own child of this rank, one after the other,
+    so the two never share a process (nor a CUDA context or NCCL library); rank 0 compares."""
+    times = {}
+    for name in ("kiln", "torch"):
+        if importlib.util.find_spec(name) is None:
+            if env.rank == 0:
+                print(f"{name:5s}  not installed: skipped", flush=True)
+            continue
+        # argparse keeps the last --framework.
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), *sys.argv[1:],
+                                "--framework", name, "--child"], stdout=subprocess.PIPE,
+                               text=True)
+        for line in child.stdout.splitlines():
+            if line.startswith("ms/step "):
+                times[name] = float(line.split()[1])
+            else:
+                print(line, flush=True)
+        if child.returncode != 0:
+            sys.exit(f"[ddp benchmark] rank {env.rank}: the {name} run failed "
+                     f"(exit status {child.returncode})")
+    if env.rank == 0 and len(times) == 2:
+        print(f"kiln/torch  {times['kiln'] / times['torch']:.2f}x", flush=True)
+
+
 def main():
     args = parse_args()
     if args.smoke:
         args.batch, args.width, args.steps, args.repeats, args.warmup = 16, 32, 2, 3, 1
     env = Env(args)
-    frameworks = ["kiln", "torch"] if args.framework == "both" else [args.framework]
-    times, dists = {}, []
-    for name in frameworks:
-        mod, dist = (join_kiln if name == "kiln" else join_torch)(env)
-        dists.append(dist)
-        times[name] = step_ms(mod, dist, env, args)
-        if env.rank == 0:
-            mode = "DDP" if env.use_ddp else "no DDP"
-            device = "GPU" if env.cuda else "CPU (smoke)"
-            print(f"{name:5s}  world {env.world_size} x {device}  {mode}  batch/rank "
-                  f"{args.batch}  width {args.width}  {times[name]:8.2f} ms/step", flush=True)
-    if env.rank == 0 and len(times) == 2:
-        print(f"kiln/torch  {times['kiln'] / times['torch']:.2f}x", flush=True)
-    for dist in dists:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    if args.framework == "both":
+        run_each_framework(args, env)
+        return
+    mod, dist = (join_kiln if args.framework == "kiln" else join_torch)(env)
+    ms = step_ms(mod, dist, env, args)
+    if env.rank == 0:
+        mode = "DDP" if env.use_ddp else "no DDP"
+        device = "GPU" if env.cuda else "CPU (smoke)"
+        print(f"{args.framework:5s}  world {env.world_size} x {device}  {mode}  batch/rank "
+              f"{args.batch}  width {args.width}  {ms:8.2f} ms/step", flush=True)
+        if args.child:
+            print(f"ms/step {ms}", flush=True)
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
