@@ -37,6 +37,7 @@ import weakref
 from contextlib import contextmanager
 
 import kiln
+from kiln import _C
 from kiln.autograd import Variable
 from kiln.nn.modules.module import Module
 
@@ -357,7 +358,7 @@ class DistributedDataParallel(Module):
                 if id(node) in seen:
                     continue
                 seen[id(node)] = node  # keeps the wrapper alive, so ids stay unique
-                if type(node).__name__ == "_AccumulateGrad":
+                if isinstance(node, _C._AccumulateGrad):
                     reached.add(id(node.variable))
                     continue
                 stack.extend(fn for fn, _ in node.next_functions if fn is not None)
