@@ -15,10 +15,10 @@ latency per tensor, so the gradients are reduced in buckets, while backward stil
 - Hooks. A post-accumulate-grad hook on each parameter runs right after autograd wrote its
   .grad: it copies the gradient into its slot (with gradient_as_bucket_view the .grad *is* the
   slot, so nothing is copied) and counts the bucket down. When a bucket's last gradient has
-  arrived, the bucket is divided by the world size and handed to an asynchronous all_reduce
-  (SUM), so it travels while autograd computes the gradients of earlier layers. Buckets are
-  launched strictly in bucket order, so every rank issues the same sequence of collectives
-  even if its hooks fire in another order.
+  arrived, the bucket goes to an asynchronous all_reduce (ReduceOp.AVG: NCCL averages inside
+  the collective), so it travels while autograd computes the gradients of earlier layers.
+  Buckets are launched strictly in bucket order, so every rank issues the same sequence of
+  collectives even if its hooks fire in another order.
 - End of backward. The first hook of a backward pass queues a callback with the autograd
   engine (Variable._execution_engine.queue_callback), which runs after every node: it checks
   that every bucket was launched (a parameter that got no gradient would otherwise stall every
@@ -86,6 +86,17 @@ class _Comm:
             return work
         work.wait()
         return None
+
+    def all_reduce_mean_async(self, tensor):
+        """The mean over ranks, in place: ReduceOp.AVG where kiln.distributed is used (NCCL
+        averages inside the collective, no extra pass over the bucket), else divide then
+        sum."""
+        if self._dist is not None:
+            return self._dist.all_reduce(tensor, op=self._dist.ReduceOp.AVG, group=self.group,
+                                         async_op=True)
+        if self.world_size > 1:
+            tensor.div_(self.world_size)
+        return self.group.allreduce([tensor])
 
     def broadcast_from_first(self, tensor):
         if self._dist is not None:
@@ -422,9 +433,7 @@ class DistributedDataParallel(Module):
         while self._next_bucket < len(self._buckets) and \
                 self._buckets[self._next_bucket].pending == 0:
             ready = self._buckets[self._next_bucket]
-            if self._comm.world_size > 1:
-                ready.buffer.div_(self._comm.world_size)
-            ready.work = self._comm.all_reduce_sum(ready.buffer, async_op=True)
+            ready.work = self._comm.all_reduce_mean_async(ready.buffer)
             self.__dict__["_next_bucket"] = self._next_bucket + 1
 
     def _finish_backward(self):
