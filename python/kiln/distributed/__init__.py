@@ -1,4 +1,8 @@
-# Placeholder owned by the process-group helper's __init__.py: the integrator merges the two.
+"""kiln.distributed: PyTorch's torch.distributed API (process groups, collectives, stores).
+
+CPU tensors travel over Gloo, CUDA tensors over NCCL; see distributed_c10d.py.
+"""
+
 from kiln._C._distributed import (  # noqa: F401
     DistError,
     DistNetworkError,
@@ -8,3 +12,5 @@ from kiln._C._distributed import (  # noqa: F401
     Store,
     TCPStore,
 )
+from kiln.distributed.distributed_c10d import *  # noqa: F401,F403
+from kiln.distributed.distributed_c10d import default_pg_timeout  # noqa: F401

@@ -1,0 +1,163 @@
+// The backend-independent part of process groups: ReduceOp names, which backends this build
+// has, the argument checks both backends share, and the constructors of missing backends.
+//
+// Note [Distributed backends]
+// Gloo (process_group_gloo.cpp) builds where libgloo-dev is installed, NCCL
+// (process_group_nccl.cpp) with the CUDA backend where NCCL is found; CMake leaves out the file
+// of a missing one and the stubs below take its place, so asking for it fails with a message
+// saying how to get it, and gloo_available()/nccl_available() tell Python beforehand.
+//
+// Note [Distributed failures]
+// A collective never hangs silently:
+// - Bad arguments (wrong device, dtype, shape, root) raise on the calling rank before anything
+//   is sent, naming the rank (detail:: checks below).
+// - Gloo compares a fingerprint of each collective across ranks first, so ranks that call
+//   different collectives or shapes all raise an error listing what each rank called; a peer
+//   that exits closes its sockets and the others fail at once; everything else is bounded by
+//   the group's timeout (Note [Gloo process group]).
+// - NCCL host waits poll the end event and the communicator's asynchronous error; on error or
+//   timeout the communicator is aborted and the error names the rank, op and tensors
+//   (Note [NCCL process group]).
+#include "distributed/process_group.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "distributed/process_group_checks.h"
+
+namespace kiln::distributed {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "SUM";
+    case ReduceOp::Product:
+      return "PRODUCT";
+    case ReduceOp::Min:
+      return "MIN";
+    case ReduceOp::Max:
+      return "MAX";
+    case ReduceOp::Avg:
+      return "AVG";
+    case ReduceOp::BAnd:
+      return "BAND";
+    case ReduceOp::BOr:
+      return "BOR";
+    case ReduceOp::BXor:
+      return "BXOR";
+  }
+  return "UNKNOWN";
+}
+
+bool gloo_available() {
+#ifdef KILN_WITH_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool nccl_available() {
+#ifdef KILN_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+#ifndef KILN_WITH_GLOO
+std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store>, int, int,
+                                                      const ProcessGroupOptions&) {
+  fail(ErrorKind::Runtime,
+       "[init_process_group] kiln was built without Gloo (install libgloo-dev and rebuild), "
+       "so the gloo backend for CPU tensors is not available");
+}
+#endif
+
+#ifndef KILN_WITH_NCCL
+std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int, int,
+                                                      const ProcessGroupOptions&) {
+  fail(ErrorKind::Runtime,
+       "[init_process_group] kiln was built without NCCL (build with the CUDA backend and "
+       "NCCL installed), so the nccl backend for CUDA tensors is not available");
+}
+#endif
+
+namespace detail {
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  return str_cat(t.dtype(), " ", t.sizes(), " on ", t.device());
+}
+
+std::string describe(const std::vector<Tensor>& ts) {
+  if (ts.size() == 1) return describe(ts[0]);
+  std::string s = "[";
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + describe(ts[i]);
+  return s + "]";
+}
+
+void check_tensors(const char* op, int rank, const BackendSpec& spec,
+                   const std::vector<Tensor>& tensors) {
+  KILN_CHECK(!tensors.empty(), Runtime, "[", op, "] rank ", rank, ": got an empty tensor list");
+  for (const Tensor& t : tensors) {
+    KILN_CHECK(t.defined(), Runtime, "[", op, "] rank ", rank, ": got an undefined tensor");
+    const char* wanted = spec.device_type == DeviceType::CPU ? "CPU" : "CUDA";
+    const char* other = spec.device_type == DeviceType::CPU ? "nccl" : "gloo";
+    KILN_CHECK(t.device().type == spec.device_type, Runtime, "[", op, "] rank ", rank, ": the ",
+               spec.name, " backend carries ", wanted, " tensors, but got ", describe(t),
+               " (use the ", other, " backend, or init_process_group(\"cpu:gloo,cuda:nccl\"))");
+    KILN_CHECK(spec.device_index < 0 || t.device().index == spec.device_index, Runtime, "[", op,
+               "] rank ", rank, ": the ", spec.name,
+               " communicator of this rank is on cuda:", spec.device_index, ", but got ",
+               describe(t), " (call kiln.cuda.set_device(local_rank) before init_process_group)");
+    KILN_CHECK(std::find(spec.unsupported.begin(), spec.unsupported.end(), t.dtype()) ==
+                   spec.unsupported.end(),
+               NotImplemented, "[", op, "] rank ", rank, ": the ", spec.name,
+               " backend does not support dtype ", t.dtype(), " (got ", describe(t), ")");
+  }
+}
+
+void check_rank_arg(const char* op, int rank, int size, int value, const char* what) {
+  KILN_CHECK(value >= 0 && value < size, Runtime, "[", op, "] rank ", rank, ": invalid ", what,
+             " rank ", value, " for a group of size ", size, " (expected 0 <= ", what, " < ", size,
+             ")");
+}
+
+void check_reduce_op(const char* op, int rank, ReduceOp rop, DType dtype) {
+  const bool bitwise = rop == ReduceOp::BAnd || rop == ReduceOp::BOr || rop == ReduceOp::BXor;
+  KILN_CHECK(!bitwise || is_integral(dtype, /*include_bool=*/true), Runtime, "[", op, "] rank ",
+             rank, ": ReduceOp.", reduce_op_name(rop),
+             " needs an integer or bool tensor, got dtype ", dtype);
+  KILN_CHECK(!(rop == ReduceOp::Avg && dtype == DType::Bool), Runtime, "[", op, "] rank ", rank,
+             ": ReduceOp.AVG is not defined for bool tensors");
+}
+
+void check_same_dtype(const char* op, int rank, const Tensor& ref, const Tensor& t,
+                      const char* what) {
+  KILN_CHECK(t.dtype() == ref.dtype() && t.sizes() == ref.sizes(), Runtime, "[", op, "] rank ",
+             rank, ": every ", what, " must match the input ", describe(ref), ", got ",
+             describe(t));
+}
+
+void check_scaled_numel(const char* op, int rank, int size, const Tensor& big, const char* big_name,
+                        const Tensor& small, const char* small_name) {
+  KILN_CHECK(big.dtype() == small.dtype(), Runtime, "[", op, "] rank ", rank, ": ", big_name,
+             " and ", small_name, " must have one dtype, got ", describe(big), " and ",
+             describe(small));
+  KILN_CHECK(big.numel() == small.numel() * size, Runtime, "[", op, "] rank ", rank, ": ", big_name,
+             " must hold group size (", size, ") times the elements of ", small_name, ", got ",
+             big_name, " ", describe(big), " and ", small_name, " ", describe(small));
+}
+
+void check_alltoall(const char* op, int rank, int size, const Tensor& output, const Tensor& input) {
+  KILN_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel(), Runtime, "[", op,
+             "] rank ", rank, ": output and input must have one dtype and element count, got ",
+             describe(output), " and ", describe(input));
+  KILN_CHECK(input.numel() % size == 0, Runtime, "[", op, "] rank ", rank, ": input ",
+             describe(input), " does not split equally among ", size,
+             " ranks (its element count must be divisible by the group size)");
+}
+
+}  // namespace detail
+}  // namespace kiln::distributed
