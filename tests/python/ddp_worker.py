@@ -168,6 +168,31 @@ def amp(s):
     return {"params": after, "changed": after != before}
 
 
+def subgroup(s):
+    """DDP over new_group([1, 2]) of a world of 3: rank 0 stays out; the group's first rank
+    (global rank 1) is the one whose parameters everyone starts from."""
+    group = dist.new_group([1, 2])
+    if s.rank == 0:
+        return {"params": None}
+    group_rank = s.rank - 1
+    model = _mlp(seed=s.rank).to(s.device)
+    ddp = DDP(model, process_group=group, device_ids=[s.rank] if s.device.type == "cuda"
+              else None)
+    opt = kiln.optim.SGD(ddp.parameters(), lr=0.2)
+    ref = _mlp(seed=1)
+    opt_ref = kiln.optim.SGD(ref.parameters(), lr=0.2)
+    for step in range(STEPS):
+        x, y = _global_batch(step, 2)
+        part = slice(group_rank * BATCH, (group_rank + 1) * BATCH)
+        opt.zero_grad()
+        _loss(ddp, kiln.tensor(x[part]).to(s.device), kiln.tensor(y[part]).to(s.device)).backward()
+        opt.step()
+        opt_ref.zero_grad()
+        _loss(ref, kiln.tensor(x), kiln.tensor(y)).backward()
+        opt_ref.step()
+    return {"params": _params(model), "reference": _params(ref)}
+
+
 def mismatch(s):
     width = 3 if s.rank == 0 else 4
     try:
@@ -178,7 +203,8 @@ def mismatch(s):
 
 
 SCENARIOS = {"train": train, "view_no_sync": view_no_sync, "unused": unused,
-             "broadcast": broadcast, "mismatch": mismatch, "amp": amp}
+             "broadcast": broadcast, "mismatch": mismatch, "amp": amp,
+             "subgroup": subgroup}
 
 
 def main():

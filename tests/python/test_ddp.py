@@ -403,6 +403,13 @@ def test_gloo(scenario):
     CHECKS[scenario](_run_ranks(scenario, 2))
 
 
+@gloo
+def test_gloo_subgroup():
+    results = _run_ranks("subgroup", 3)
+    assert results[0]["params"] is None
+    _assert_matches_reference(results[1:])
+
+
 def _two_gpus():
     try:
         import kiln.distributed as dist
