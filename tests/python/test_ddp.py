@@ -84,7 +84,9 @@ def test_grads_match_local_model_with_several_buckets():
     _step_loss(ref, x, y)
     group.calls.clear()
     _step_loss(ddp, x, y)
-    assert group.calls == [("allreduce", 3 + 18 + 6), ("allreduce", 42), ("allreduce", 7 + 35)]
+    # Then rank 0's gradient order is broadcast, to rebuild the buckets (unchanged here).
+    assert group.calls == [("allreduce", 3 + 18 + 6), ("allreduce", 42), ("allreduce", 7 + 35),
+                           ("broadcast", 6)]
     for a, b in zip(_grads(ref), _grads(model)):
         np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-15)
 
@@ -160,11 +162,44 @@ def test_no_sync_accumulates_then_reduces_sum():
         _step_loss(ddp, x1, y1)
     assert group.calls == []
     _step_loss(ddp, x2, y2)
-    assert [c[0] for c in group.calls] == ["allreduce"]
+    assert [c[0] for c in group.calls] == ["allreduce", "broadcast"]
     _step_loss(ref, x1, y1)
     _step_loss(ref, x2, y2)
     for a, b in zip(_grads(ref), _grads(model)):
         np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-15)
+
+
+class _OutOfOrder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.second = nn.Linear(6, 3).double()  # registered first, used last
+        self.first = nn.Linear(5, 6).double()
+
+    def forward(self, x):
+        return self.second(kiln.tanh(self.first(x)))
+
+
+@pytest.mark.parametrize("as_view", [False, True])
+def test_buckets_rebuilt_in_gradient_order(as_view):
+    kiln.manual_seed(0)
+    model = _OutOfOrder()
+    ref = _OutOfOrder()
+    ref.load_state_dict(model.state_dict())
+    ddp = DDP(model, process_group=FakeGroup(), bucket_cap_mb=100 / 2**20,
+              gradient_as_bucket_view=as_view)
+    # Reverse registration order puts `first` (whose gradients come last) in bucket 0.
+    assert [b.indices for b in ddp._buckets] == [[3, 2], [1, 0]]
+    for step in range(2):
+        x, y = _data(seed=step)
+        for m in (ref, ddp):
+            m.zero_grad()
+            _step_loss(m, x, y)
+        for a, b in zip(_grads(ref), _grads(model)):
+            np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-15)
+        assert [sorted(b.indices) for b in ddp._buckets] == [[0, 1], [2, 3]]
+    if as_view:
+        for i, p in enumerate(ddp._params):
+            assert p.grad.data_ptr() == ddp._bucket_of[i].views[i].data_ptr()
 
 
 class _TwoHeads(nn.Module):

@@ -123,25 +123,25 @@ class _Bucket:
         self.work = None
 
 
-def _assign_buckets(params, limits):
-    """Lists of parameter indices: reverse registration order, one open bucket per (device,
-    dtype), closed once it reaches its limit (limits[k] for its k-th bucket, the last limit
-    after that); ordered by the first parameter each holds, in that reverse order."""
+def _assign_buckets(params, limits, order):
+    """Lists of parameter indices: parameters taken in `order` (the order their gradients are
+    expected), one open bucket per (device, dtype), closed once it reaches its limit
+    (limits[k] for its k-th bucket, the last limit after that); buckets ordered by where their
+    first parameter comes in `order`."""
     open_buckets, closed, count = {}, [], {}
-    for i in reversed(range(len(params))):
+    for position, i in enumerate(order):
         p = params[i]
         key = (str(p.device), str(p.dtype))
-        bucket = open_buckets.setdefault(key, {"indices": [], "bytes": 0})
+        bucket = open_buckets.setdefault(key, {"indices": [], "bytes": 0, "first": position})
         bucket["indices"].append(i)
         bucket["bytes"] += p.numel() * p.element_size()
         k = count.get(key, 0)
         if bucket["bytes"] >= limits[min(k, len(limits) - 1)]:
-            closed.append(bucket["indices"])
+            closed.append(bucket)
             count[key] = k + 1
             del open_buckets[key]
-    closed += [b["indices"] for b in open_buckets.values()]
-    # Indices run downwards inside a bucket, so a bucket's first parameter is its largest.
-    return sorted(closed, key=lambda indices: -indices[0])
+    closed += open_buckets.values()
+    return [b["indices"] for b in sorted(closed, key=lambda b: b["first"])]
 
 
 def _flat_broadcast(comm, tensors):
@@ -246,14 +246,49 @@ class DistributedDataParallel(Module):
         if self._comm.world_size > 1:
             _flat_broadcast(self._comm, [p.detach() for _, p in module.named_parameters()]
                             + list(module.buffers()))
-        d["_buckets"] = [_Bucket(ix, self._params) for ix in _assign_buckets(self._params, limits)]
-        d["_bucket_of"] = {i: b for b in self._buckets for i in b.indices}
+        d["_bucket_limits"] = limits
+        self._set_buckets(_assign_buckets(self._params, limits,
+                                          list(reversed(range(len(self._params))))))
+        # The order gradients arrive in during the first synchronised backward, or None once
+        # the buckets were rebuilt from it.
+        d["_ready_order"] = []
         d["_static_unused"] = None
         self._reset_iteration()
         this = weakref.ref(self)
         d["_hook_handles"] = [
             p.register_post_accumulate_grad_hook(DistributedDataParallel._make_hook(this, i))
             for i, p in enumerate(self._params)]
+
+    def _set_buckets(self, assignment):
+        d = self.__dict__
+        d["_buckets"] = [_Bucket(indices, self._params) for indices in assignment]
+        d["_bucket_of"] = {i: b for b in self._buckets for i in b.indices}
+
+    def _rebuild_buckets(self):
+        """After the first synchronised backward: buckets follow the order gradients actually
+        arrived in (rank 0's, so all ranks agree), as PyTorch does, so a module whose forward
+        uses its parameters in another order than it registered them still overlaps."""
+        order = self._ready_order
+        arrived = set(order)
+        order += [i for i in range(len(self._params)) if i not in arrived]  # unused ones
+        self.__dict__["_ready_order"] = None
+        if self._comm.world_size > 1:
+            flat = kiln.tensor(order, dtype=kiln.int64, device=self._params[0].device)
+            self._comm.broadcast_from_first(flat)
+            order = flat.cpu().tolist()
+        assignment = _assign_buckets(self._params, self._bucket_limits, order)
+        if assignment == [b.indices for b in self._buckets]:
+            return
+        old = self._bucket_of
+        self._set_buckets(assignment)
+        if not self.gradient_as_bucket_view:
+            return
+        with kiln.no_grad():
+            for i, p in enumerate(self._params):
+                view = self._bucket_of[i].views[i]
+                if p.grad is not None and p.grad.data_ptr() == old[i].views[i].data_ptr():
+                    view.copy_(p.grad)
+                    p.grad = view
 
     def __del__(self):
         for handle in self.__dict__.get("_hook_handles", ()):
@@ -300,6 +335,8 @@ class DistributedDataParallel(Module):
     def forward(self, *inputs, **kwargs):
         sync = kiln.is_grad_enabled() and self.require_backward_grad_sync
         self._reset_iteration()
+        if self._ready_order is not None:
+            self._ready_order.clear()  # an earlier iteration that failed or never finished
         # As in PyTorch: buffers follow rank 0 unless the previous forward ran without
         # gradient synchronisation (no_sync(), no_grad).
         if self.broadcast_buffers and self.require_forward_param_sync and \
@@ -414,6 +451,8 @@ class DistributedDataParallel(Module):
         return hook
 
     def _grad_ready(self, index, param):
+        if self._ready_order is not None:
+            self._ready_order.append(index)
         if not self._callback_queued:
             self.__dict__["_callback_queued"] = True
             Variable._execution_engine.queue_callback(self._finish_backward)
@@ -468,6 +507,8 @@ class DistributedDataParallel(Module):
                         p.grad.copy_(view)
         self._reset_iteration()
         self.__dict__["_reduced"] = True
+        if self._ready_order is not None:
+            self._rebuild_buckets()
 
 
 def _parse_shapes(row):
