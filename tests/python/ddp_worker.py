@@ -173,7 +173,11 @@ def subgroup(s):
     (global rank 1) is the one whose parameters everyone starts from."""
     group = dist.new_group([1, 2])
     if s.rank == 0:
-        return {"params": None}
+        try:
+            DDP(_mlp(seed=0), process_group=group)
+        except RuntimeError as e:
+            return {"params": None, "error": str(e)}
+        return {"params": None, "error": ""}
     group_rank = s.rank - 1
     model = _mlp(seed=s.rank).to(s.device)
     ddp = DDP(model, process_group=group, device_ids=[s.rank] if s.device.type == "cuda"

@@ -11,7 +11,9 @@ latency per tensor, so the gradients are reduced in buckets, while backward stil
   reverse registration order (the order backward tends to produce their gradients), grouped
   by (device, dtype), each bucket closing once it holds bucket_cap_mb (the first only 1 MiB by
   default, so the first all-reduce starts early). A bucket owns one flat gradient buffer;
-  each parameter has a slot in it (a view shaped like the parameter).
+  each parameter has a slot in it (a view shaped like the parameter). After the first
+  synchronised backward the buckets are rebuilt once in the order the gradients really
+  arrived (rank 0's order, broadcast so every rank agrees).
 - Hooks. A post-accumulate-grad hook on each parameter runs right after autograd wrote its
   .grad: it copies the gradient into its slot (with gradient_as_bucket_view the .grad *is* the
   slot, so nothing is copied) and counts the bucket down. When a bucket's last gradient has
@@ -70,12 +72,15 @@ class _Comm:
                 raise RuntimeError(f"{_OP} the default process group has not been initialized: "
                                    "call kiln.distributed.init_process_group() first")
         self._dist = dist
-        if dist is not None:
-            self.rank = dist.get_rank(group)
-            self.world_size = dist.get_world_size(group)
-            self._root = 0 if group is None else dist.get_global_rank(group, 0)
-        else:
+        if dist is None:
             self.rank, self.world_size, self._root = group.rank(), group.size(), 0
+            return
+        self.rank = dist.get_rank(group)
+        if self.rank < 0:
+            raise RuntimeError(f"{_OP} this process is not a member of process_group; only "
+                               "its members may wrap a module in DistributedDataParallel")
+        self.world_size = dist.get_world_size(group)
+        self._root = 0 if group is None else dist.get_global_rank(group, 0)
 
     def all_reduce_sum(self, tensor, async_op):
         if self._dist is not None:
