@@ -75,6 +75,8 @@ void HashStore::set(const std::string& key, const Bytes& value) {
 void HashStore::wait_locked(std::unique_lock<std::mutex>& lock,
                             const std::vector<std::string>& keys, Millis timeout) {
   if (timeout.count() < 0) timeout = timeout_;
+  // A timedelta.max timeout must not overflow the clock inside wait_for.
+  timeout = std::min(timeout, Millis(365LL * 24 * 3600 * 1000));
   auto missing = [&] {
     std::vector<std::string> out;
     for (const auto& k : keys)
@@ -82,9 +84,8 @@ void HashStore::wait_locked(std::unique_lock<std::mutex>& lock,
     return out;
   };
   bool done = changed_.wait_for(lock, timeout, [&] { return missing().empty(); });
-  KILN_CHECK(done, Runtime, "[store] timed out after ", timeout.count(),
-             " ms waiting for keys ", format_keys(keys), " (missing: ", format_keys(missing()),
-             ")");
+  KILN_CHECK(done, Runtime, "[store] timed out after ", timeout.count(), " ms waiting for keys ",
+             format_keys(keys), " (missing: ", format_keys(missing()), ")");
 }
 
 Bytes HashStore::get(const std::string& key) {
@@ -107,8 +108,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   return sum;
 }
 
-Bytes HashStore::compare_set(const std::string& key, const Bytes& expected,
-                             const Bytes& desired) {
+Bytes HashStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = data_.find(key);
   if (it == data_.end() && !expected.empty()) return expected;
@@ -142,7 +142,8 @@ int64_t HashStore::num_keys() {
 // --- PrefixStore ---------------------------------------------------------------------------
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
-    : Store(inner ? inner->timeout() : Millis(0)), prefix_(std::move(prefix)),
+    : Store(inner ? inner->timeout() : Millis(0)),
+      prefix_(std::move(prefix)),
       inner_(std::move(inner)) {
   KILN_CHECK(inner_ != nullptr, Value, "[store] PrefixStore('", prefix_,
              "'): the underlying store is None");

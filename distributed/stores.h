@@ -80,7 +80,6 @@ class TCPStore final : public Store {
 
   const std::string& host() const;
   int port() const;
-  bool is_master() const;
 
  private:
   struct Impl;

@@ -177,8 +177,11 @@ class Server {
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
   int port_ = 0;
-  std::map<int, Bytes> clients_;  // fd -> bytes received but not yet handled
-  std::map<int, bool> said_hello_;
+  struct Client {
+    Bytes in;  // received but not yet handled
+    bool said_hello = false;
+  };
+  std::map<int, Client> clients_;  // by fd
   std::list<Waiter> waiters_;
   std::unordered_map<std::string, Bytes> data_;
   std::mutex workers_mu_;
@@ -242,7 +245,7 @@ Server::~Server() {
   while (::write(wake_[1], &c, 1) < 0 && errno == EINTR) {
   }
   thread_.join();
-  for (auto& [fd, in] : clients_) ::close(fd);
+  for (auto& [fd, client] : clients_) ::close(fd);
   ::close(listen_fd_);
   ::close(wake_[0]);
   ::close(wake_[1]);
@@ -260,7 +263,7 @@ void Server::loop() {
     fds.clear();
     fds.push_back({wake_[0], POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    for (auto& [fd, in] : clients_) fds.push_back({fd, POLLIN, 0});
+    for (auto& [fd, client] : clients_) fds.push_back({fd, POLLIN, 0});
     int timeout = -1;
     for (const auto& w : waiters_) {
       int left = ms_until(w.deadline);
@@ -274,10 +277,9 @@ void Server::loop() {
       for (size_t i = 2; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         int fd = fds[i].fd;
-        if (!read_client(fd, clients_[fd])) {
+        if (!read_client(fd, clients_[fd].in)) {
           ::close(fd);
           clients_.erase(fd);
-          said_hello_.erase(fd);
           waiters_.remove_if([fd](const Waiter& w) { return w.fd == fd; });
         }
       }
@@ -314,7 +316,6 @@ bool Server::read_client(int fd, Bytes& in) {
     alive = handle(fd, r);
     pos += 4 + len;
   }
-  // `in` may have been invalidated only if the client was erased, which happens in loop().
   in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(pos));
   return alive;
 }
@@ -325,10 +326,10 @@ bool Server::all_present(const std::vector<std::string>& keys) const {
 
 bool Server::handle(int fd, Reader& r) {
   auto cmd = static_cast<Cmd>(r.u8());
-  if (!said_hello_[fd]) {
+  if (!clients_[fd].said_hello) {
     if (cmd != Cmd::Hello || r.i64() != kMagic || r.bad()) return false;
     bool counted = r.u8() != 0;
-    said_hello_[fd] = true;
+    clients_[fd].said_hello = true;
     if (counted) {
       std::lock_guard<std::mutex> lock(workers_mu_);
       ++workers_;
@@ -580,19 +581,18 @@ struct TCPStore::Impl {
                 const std::vector<std::string>& keys, Cmd cmd);
 };
 
-Bytes TCPStore::Impl::request(Writer& w, Millis wait, Millis store_timeout,
-                              const std::string& what, const std::vector<std::string>& keys,
-                              Cmd cmd) {
+Bytes TCPStore::Impl::request(Writer& w, Millis wait, Millis store_timeout, const std::string& what,
+                              const std::vector<std::string>& keys, Cmd cmd) {
   std::unique_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> lock(pool_mu);
     if (!idle.empty()) conn = std::move(idle.back()), idle.pop_back();
   }
-  if (!conn) conn = std::make_unique<Connection>(server ? "127.0.0.1" : host, port,
-                                                 store_timeout, false);
+  if (!conn)
+    conn = std::make_unique<Connection>(server ? "127.0.0.1" : host, port, store_timeout, false);
   bool blocking = cmd == Cmd::Get || cmd == Cmd::Wait;
-  Bytes body = conn->call(w, deadline_after((blocking ? wait : store_timeout) + kReplyMargin),
-                          what);
+  Bytes body =
+      conn->call(w, deadline_after((blocking ? wait : store_timeout) + kReplyMargin), what);
   {
     std::lock_guard<std::mutex> lock(pool_mu);
     idle.push_back(std::move(conn));
@@ -614,8 +614,8 @@ Bytes TCPStore::Impl::request(Writer& w, Millis wait, Millis store_timeout,
 
 TCPStore::TCPStore(const TCPStoreOptions& options)
     : Store(options.timeout), impl_(std::make_unique<Impl>()) {
-  KILN_CHECK(options.port >= 0 && options.port <= 65535, Value, "[TCPStore] port ",
-             options.port, " is out of range [0, 65535]");
+  KILN_CHECK(options.port >= 0 && options.port <= 65535, Value, "[TCPStore] port ", options.port,
+             " is out of range [0, 65535]");
   KILN_CHECK(options.is_master || options.port != 0, Value,
              "[TCPStore] a client needs the master's port; port 0 (pick a free one) is only "
              "valid with is_master=True");
@@ -626,8 +626,8 @@ TCPStore::TCPStore(const TCPStoreOptions& options)
     impl_->port = impl_->server->port();
   }
   // The master's own client reaches its server over loopback whatever host names it.
-  impl_->idle.push_back(std::make_unique<Connection>(
-      options.is_master ? "127.0.0.1" : options.host, impl_->port, options.timeout, true));
+  impl_->idle.push_back(std::make_unique<Connection>(options.is_master ? "127.0.0.1" : options.host,
+                                                     impl_->port, options.timeout, true));
   if (options.is_master && options.wait_for_workers && options.world_size > 0) {
     int64_t seen = impl_->server->wait_for_workers(options.world_size, options.timeout);
     KILN_CHECK(seen >= options.world_size, Runtime, "[TCPStore] timed out after ",
@@ -641,7 +641,6 @@ TCPStore::~TCPStore() = default;
 
 const std::string& TCPStore::host() const { return impl_->host; }
 int TCPStore::port() const { return impl_->port; }
-bool TCPStore::is_master() const { return impl_->server != nullptr; }
 
 void TCPStore::set(const std::string& key, const Bytes& value) {
   Writer w(uint8_t(Cmd::Set));
@@ -664,12 +663,11 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   return Reader(body.data(), body.size()).i64();
 }
 
-Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected,
-                            const Bytes& desired) {
+Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   Writer w(uint8_t(Cmd::CompareSet));
   w.str(key).bytes(expected).bytes(desired);
-  Bytes body = impl_->request(w, timeout_, timeout_, "compare_set('" + key + "')", {key},
-                              Cmd::CompareSet);
+  Bytes body =
+      impl_->request(w, timeout_, timeout_, "compare_set('" + key + "')", {key}, Cmd::CompareSet);
   return Reader(body.data(), body.size()).bytes();
 }
 

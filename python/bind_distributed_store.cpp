@@ -46,8 +46,9 @@ auto without_gil(PyObject* error_type, F&& f) -> decltype(f()) {
 // PyTorch's stores take str (UTF-8) or bytes values.
 Bytes to_bytes(const py::handle& value, const char* what) {
   if (py::isinstance<py::bytes>(value) || py::isinstance<py::bytearray>(value)) {
-    std::string s = py::isinstance<py::bytes>(value) ? value.cast<std::string>()
-                                                     : value.cast<py::bytearray>().cast<std::string>();
+    std::string s = py::isinstance<py::bytes>(value)
+                        ? value.cast<std::string>()
+                        : value.cast<py::bytearray>().cast<std::string>();
     return Bytes(s.begin(), s.end());
   }
   if (py::isinstance<py::str>(value)) {
@@ -88,7 +89,8 @@ void init_distributed_store(py::module_& m) {
                       .release()
                       .ptr();
 
-  py::class_<Store, std::shared_ptr<Store>>(d, "Store", "A key-value store that ranks meet through.")
+  py::class_<Store, std::shared_ptr<Store>>(d, "Store",
+                                            "A key-value store that ranks meet through.")
       .def(
           "set",
           [](Store& s, const std::string& key, py::object value) {
@@ -138,8 +140,7 @@ void init_distributed_store(py::module_& m) {
       .def("set_timeout", &Store::set_timeout, py::arg("timeout"))
       .def_property_readonly("timeout", &Store::timeout);
 
-  py::class_<HashStore, Store, std::shared_ptr<HashStore>>(d, "HashStore",
-                                                           "An in-process store.")
+  py::class_<HashStore, Store, std::shared_ptr<HashStore>>(d, "HashStore", "An in-process store.")
       .def(py::init([] { return std::make_shared<HashStore>(); }));
 
   py::class_<PrefixStore, Store, std::shared_ptr<PrefixStore>>(

@@ -20,7 +20,9 @@ the launcher are forwarded to the workers, which get the same grace period.
 
 Rendezvous is plain: rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT
 (kiln.distributed.rendezvous), so the launcher keeps no store of its own. Elastic membership
-(``--nnodes MIN:MAX`` with MIN < MAX) is not supported.
+(``--nnodes MIN:MAX`` with MIN < MAX) is not supported, and restarts are per node: with several
+nodes, a failure elsewhere reaches this node's workers as a collective or store error, which
+then fails (or restarts) this node's group in turn.
 """
 
 import argparse
@@ -227,25 +229,31 @@ class _Group:
         return [w for w in self.workers if w.end is None]
 
     def signal_all(self, signum):
-        for w in self.running():
+        # Exited workers too: their children (data-loader workers, say) share the session and
+        # may still hold the stderr pipe open.
+        for w in self.workers:
             try:
                 os.killpg(w.proc.pid, signum)
             except (ProcessLookupError, PermissionError):
                 pass
 
     def stop(self, signum=signal.SIGTERM):
-        """Sends `signum` to every running worker, then SIGKILL after the grace period."""
+        """Sends `signum` to every worker, then SIGKILL after the grace period; returns the
+        workers that needed SIGKILL."""
         self.signal_all(signum)
         deadline = time.monotonic() + self.config.kill_grace_period
         while self.running() and time.monotonic() < deadline:
             self.poll()
             time.sleep(0.01)
         killed = self.running()
-        if killed:
-            self.signal_all(signal.SIGKILL)
-            for w in killed:
-                w.proc.wait()
-            self.poll()
+        self.signal_all(signal.SIGKILL)
+        for w in killed:
+            try:
+                # Bounded: a process stuck in a driver call can outlive SIGKILL for a while.
+                w.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _log(f"rank {w.rank} (pid {w.proc.pid}) did not exit 30 s after SIGKILL")
+        self.poll()
         return killed
 
     def drain(self, timeout=2.0):

@@ -133,6 +133,30 @@ TEST(TCPStore, Basics) {
   check_basics(*m);
   auto c = client(tcp_store_port(*m));
   EXPECT_EQ(s(c->get("c")), "y");  // a client sees what the master wrote
+  // Larger than any socket buffer: both ends must handle partial reads and writes.
+  Bytes big(3 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  c->set("big", big);
+  EXPECT_EQ(m->get("big"), big);
+}
+
+TEST(HashStore, HugeTimeoutDoesNotOverflow) {
+  // Unclamped, now() + Millis::max() wraps into the past and the wait times out at once.
+  auto store = make_hash_store(Millis::max());
+  std::atomic<bool> waiting{false};
+  std::string got;
+  std::thread reader([&] {
+    waiting = true;
+    try {
+      got = s(store->get("k"));
+    } catch (const Error& e) {
+      got = e.what();
+    }
+  });
+  while (!waiting) std::this_thread::yield();
+  store->set("k", b("v"));
+  reader.join();
+  EXPECT_EQ(got, "v");
 }
 
 TEST(TCPStore, ClientsInThreadsShareData) {
@@ -157,8 +181,7 @@ TEST(TCPStore, WaitForWorkersBlocksUntilAllConnect) {
   // Reserve a port with a throwaway master, then reuse the number once it is released.
   int port = tcp_store_port(*master());
   std::vector<std::thread> workers;
-  for (int r = 1; r <= 2; ++r)
-    workers.emplace_back([&] { client(port)->add("joined", 1); });
+  for (int r = 1; r <= 2; ++r) workers.emplace_back([&] { client(port)->add("joined", 1); });
   TCPStoreOptions o;
   o.port = port;
   o.is_master = true;
