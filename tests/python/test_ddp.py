@@ -91,6 +91,22 @@ def test_grads_match_local_model_with_several_buckets():
         np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-15)
 
 
+def test_buckets_launch_while_backward_runs():
+    model = _mlp()
+    first_layer_done = []
+
+    class Spy(FakeGroup):
+        def allreduce(self, tensors):
+            first_layer_done.append(model[0].weight.grad is not None)
+            return super().allreduce(tensors)
+
+    ddp = DDP(model, process_group=Spy(), bucket_cap_mb=200 / 2**20)
+    first_layer_done.clear()  # the shape check's all-reduces
+    _step_loss(ddp, *_data())
+    # The last layers' buckets leave before autograd reached the first layer.
+    assert first_layer_done == [False, False, True]
+
+
 def test_default_buckets_first_one_small():
     model = nn.Sequential(nn.Linear(600, 600), nn.Linear(600, 500))
     ddp = DDP(model, process_group=FakeGroup())
