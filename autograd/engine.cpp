@@ -53,6 +53,10 @@ std::vector<Tensor> apply_with_anomaly_checks(Node& node, std::vector<Tensor>&& 
   return outputs;
 }
 
+// The final callbacks of the backward pass running on this thread; a backward started
+// inside a hook or callback gets its own list, so its callbacks run when it ends.
+thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
+
 struct NodeState {
   int dependencies = 0;
   std::vector<Tensor> buffer;  // summed gradients per input slot
@@ -88,9 +92,9 @@ struct CompareSeq {
 // only nodes leading to them run. With `accumulate_leaves` (backward(inputs=)),
 // captured leaves run their AccumulateGrad (hooks, .grad, post-accumulate
 // hooks) instead of being returned.
-std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
-                            bool retain_graph, bool create_graph,
-                            const std::vector<Edge>& capture, bool accumulate_leaves = false) {
+std::vector<Tensor> run_graph(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
+                              bool retain_graph, bool create_graph,
+                              const std::vector<Edge>& capture, bool accumulate_leaves) {
   // Dependency counts over the reachable graph.
   std::unordered_map<Node*, NodeState> state;
   std::vector<Node*> stack;
@@ -225,6 +229,26 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
   return captured;
 }
 
+// run_graph, then the callbacks queued while it ran (and those they queue), in order.
+std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
+                            bool retain_graph, bool create_graph,
+                            const std::vector<Edge>& capture, bool accumulate_leaves = false) {
+  std::vector<std::function<void()>> callbacks;
+  struct Scope {
+    std::vector<std::function<void()>>* outer = t_final_callbacks;
+    explicit Scope(std::vector<std::function<void()>>* mine) { t_final_callbacks = mine; }
+    ~Scope() { t_final_callbacks = outer; }
+  } scope(&callbacks);
+  std::vector<Tensor> captured = run_graph(roots, std::move(root_grads), retain_graph,
+                                           create_graph, capture, accumulate_leaves);
+  // Indexing, not iterators: a callback may append to the list.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
+  }
+  return captured;
+}
+
 void collect_roots(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
                    const char* op, std::vector<Edge>* roots, std::vector<Tensor>* grads) {
   KILN_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), Runtime, "[", op,
@@ -273,6 +297,13 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
     Tensor g = create_graph ? got[i] : detach(got[i]);
     meta.grad = meta.grad.defined() ? add(meta.grad, g) : clone(g);
   }
+}
+
+void queue_callback(std::function<void()> callback) {
+  KILN_CHECK(t_final_callbacks != nullptr, Runtime,
+             "[queue_callback] final callbacks can only be called during the backward pass "
+             "(from a hook, a custom Function's backward or another callback)");
+  t_final_callbacks->push_back(std::move(callback));
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

@@ -2,6 +2,7 @@
 // an order where every node sees all of its incoming gradients summed.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -25,5 +26,12 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph,
                          bool create_graph, bool allow_unused);
+
+// Queues `callback` to run when the backward pass running on this thread (backward() or
+// grad()) has run every node, before that call returns (PyTorch's
+// Variable._execution_engine.queue_callback). Callbacks run in the order queued and may queue
+// more; an exception from one ends the pass and propagates to the caller. The DDP reducer
+// waits for its bucket all-reduces here. Raises (Runtime) when no backward pass is running.
+void queue_callback(std::function<void()> callback);
 
 }  // namespace kiln

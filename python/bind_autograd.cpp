@@ -181,11 +181,22 @@ void init_autograd(py::module_& m, TensorClass& cls) {
                                return py::tuple(out);
                              })
       .def("__repr__", [](const Node& n) { return "<" + n.name() + " object>"; });
+  py::class_<AccumulateGrad, Node, std::shared_ptr<AccumulateGrad>>(m, "_AccumulateGrad")
+      .def_property_readonly("variable", &AccumulateGrad::variable);
   py::class_<PyFunctionNode, Node, std::shared_ptr<PyFunctionNode>>(m, "_FunctionNode")
       .def("_saved_tensors", &PyFunctionNode::saved_tensors);
   m.def("_record_function", &record_function, py::arg("name"), py::arg("inputs"),
         py::arg("outputs"), py::arg("to_save"), py::arg("non_differentiable"), py::arg("dirty"),
         py::arg("materialize_grads"), py::arg("backward"));
+  m.def(
+      "_queue_callback",
+      [](py::function callback) {
+        queue_callback([callback = std::move(callback)] {
+          py::gil_scoped_acquire gil;
+          callback();
+        });
+      },
+      py::arg("callback"));
   m.def("_set_anomaly_enabled", &AnomalyMode::set_enabled, py::arg("mode"),
         py::arg("check_nan") = true);
   m.def("_anomaly_check_nan_enabled", &AnomalyMode::should_check_nan);

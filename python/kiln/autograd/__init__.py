@@ -8,6 +8,7 @@ from kiln.autograd.anomaly_mode import (  # noqa: F401
 from kiln.autograd.function import Function  # noqa: F401
 from kiln.autograd.grad_mode import enable_grad, no_grad, set_grad_enabled  # noqa: F401
 from kiln.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: F401
+from kiln.autograd.variable import Variable  # noqa: F401
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

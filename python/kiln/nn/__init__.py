@@ -5,3 +5,4 @@ from kiln.nn.parameter import Parameter  # noqa: F401
 from kiln.nn.modules import *  # noqa: F401,F403
 from kiln.nn.modules import Module  # noqa: F401
 from kiln.nn import init, utils  # noqa: F401
+from kiln.nn import parallel  # noqa: F401

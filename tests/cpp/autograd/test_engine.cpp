@@ -148,6 +148,39 @@ TEST(Engine, PostAccumulateHookRunsAfterAccumulation) {
   EXPECT_EQ(seen, (std::vector<double>{2.0, 5.0}));
 }
 
+TEST(Engine, QueuedCallbacksRunAfterEveryNodeInOrder) {
+  Tensor x = leaf({1.0});
+  Tensor y = leaf({2.0});
+  std::vector<std::string> order;
+  auto queue_from_hook = [&](const char* name) {
+    return [&order, name](const Tensor& v) {
+      order.push_back(name);
+      queue_callback([&order, name, v] {
+        order.push_back(std::string("callback ") + name + " sees grad " +
+                        std::to_string(static_cast<int>(values(v.grad())[0])));
+        if (std::string(name) == "x") queue_callback([&order] { order.push_back("chained"); });
+      });
+    };
+  };
+  x.impl()->autograd().post_accumulate_hooks.push_back(queue_from_hook("x"));
+  y.impl()->autograd().post_accumulate_hooks.push_back(queue_from_hook("y"));
+  backward_of(sum(mul(mul(x, y), Scalar(3.0))));
+  ASSERT_EQ(order.size(), 5u);
+  EXPECT_EQ(order[2].rfind("callback ", 0), 0u);  // both hooks ran before any callback
+  EXPECT_EQ(order[2], std::string("callback ") + order[0] + " sees grad " +
+                          (order[0] == "x" ? "6" : "3"));
+  EXPECT_EQ(order[4], "chained");
+}
+
+TEST(Engine, QueueCallbackOutsideBackwardThrows) {
+  EXPECT_THROW(queue_callback([] {}), Error);
+  Tensor x = leaf({1.0});
+  x.impl()->autograd().post_accumulate_hooks.push_back(
+      [](const Tensor&) { queue_callback([] { throw Error(ErrorKind::Value, "boom"); }); });
+  EXPECT_THROW(backward_of(sum(x)), Error);
+  EXPECT_THROW(queue_callback([] {}), Error);  // the failed pass left no queue behind
+}
+
 TEST(Engine, GradAccumulatesAcrossCalls) {
   Tensor x = leaf({1.0, -1.0});
   backward_of(sum(mul(x, x)));
