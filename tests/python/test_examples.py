@@ -67,3 +67,27 @@ def test_cnn_example_reaches_accuracy_in_every_precision(amp):
     assert "on cuda" in out.stdout
     accuracy = float(re.search(r"test accuracy: ([0-9.]+)", out.stdout).group(1))
     assert accuracy >= 0.97
+
+
+def _can_run_two_ranks():
+    import kiln.distributed as dist
+    two_gpus = kiln.cuda.is_available() and kiln.cuda.device_count() >= 2
+    return dist.is_nccl_available() if two_gpus else dist.is_gloo_available()
+
+
+@pytest.mark.skipif(not _can_run_two_ranks(),
+                    reason="needs Gloo (CPU) or NCCL with two GPUs for two ranks")
+def test_ddp_example_trains_two_ranks_to_single_process_accuracy(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-m", "kiln.distributed.run", "--standalone",
+                          "--nproc-per-node", "2",
+                          os.path.join(ROOT, "examples", "train_digits_ddp.py"),
+                          "--out", str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "data-parallel on 2 ranks" in out.stdout
+    accuracy = float(re.search(r"test accuracy: ([0-9.]+)", out.stdout).group(1))
+    assert accuracy >= 0.97
+    assert "weights identical on every rank: True" in out.stdout
+    state = kiln.load(str(tmp_path / "digits_mlp_ddp.safetensors"))
+    assert set(state) == {"0.weight", "0.bias", "2.weight", "2.bias"}
