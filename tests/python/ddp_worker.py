@@ -215,6 +215,8 @@ def main():
     scenario, backend, rank, world_size, port = sys.argv[1:6]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=rank,
                       WORLD_SIZE=world_size)
+    if backend == "nccl":
+        kiln.cuda.set_device(int(rank))  # one GPU per rank, before NCCL picks the device
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=30))
     try:
         result = SCENARIOS[scenario](Setup(backend, int(rank), int(world_size)))

@@ -1,6 +1,9 @@
 """Shared test helpers: run the same function in kiln and a reference
 (NumPy here, PyTorch on the GPU machine), forward and backward."""
 
+import random
+import socket
+
 import numpy as np
 
 import kiln
@@ -93,3 +96,19 @@ def rerun_without_cuda(test_file, test_name):
                          cwd=os.path.dirname(os.path.abspath(test_file)), timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout and "skipped" not in out.stdout, out.stdout[-2000:]
+
+
+def free_port():
+    """A TCP port that is free now, below Linux's ephemeral range (32768+): a port picked by
+    binding to 0 comes from that range and an outgoing connection (a store client, NCCL's
+    bootstrap) can take it before the test's master listens on it."""
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("free_port: no free port in [20000, 32000)")

@@ -4,7 +4,6 @@ run real ranks over Gloo on CPU (tests/python/ddp_worker.py) and NCCL on two GPU
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ import pytest
 import kiln
 import kiln.nn as nn
 from kiln.nn.parallel import DistributedDataParallel as DDP
+from helpers import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -360,15 +360,9 @@ def _gloo_ready():
     return hasattr(dist, "init_process_group") and dist.is_gloo_available()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_ranks(scenario, world_size, backend="gloo", timeout=60):
     """Runs ddp_worker.py as `world_size` processes; returns each rank's JSON result."""
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.join(HERE, "..", "..", "python"), os.environ.get("PYTHONPATH", "")]))
     procs = []

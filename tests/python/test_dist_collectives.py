@@ -7,7 +7,6 @@ have timeouts and stragglers are killed, so a broken collective fails instead of
 """
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 import kiln
 import kiln.distributed as dist
+from helpers import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
@@ -26,12 +26,6 @@ needs_two_gpus = pytest.mark.skipif(
     not (dist.is_nccl_available() and kiln.cuda.is_available() and kiln.cuda.device_count() >= 2),
     reason="needs NCCL and 2 CUDA devices",
 )
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spawn(case, world, timeout=20.0, expect_ok=True):
@@ -318,6 +312,13 @@ def case_nccl_dead_peer(rank, world, port):
     os._exit(0)  # skip teardown of the aborted communicator
 
 
+def case_nccl_same_device(rank, world, port):
+    # Neither rank calls set_device: both would use cuda:0.
+    with pytest.raises(RuntimeError, match=r"\[init_process_group\] rank \d and rank\(s\) "
+                                           r"\[\d\] all use cuda:0 .*set_device"):
+        init(rank, world, backend="nccl", port=port)
+
+
 # --- tests -------------------------------------------------------------------------------
 def test_uninitialized_calls_raise():
     assert not dist.is_initialized()
@@ -381,6 +382,11 @@ def test_nccl_collectives():
 @needs_two_gpus
 def test_nccl_dead_peer_fails_fast():
     spawn("nccl_dead_peer", 2, timeout=60)
+
+
+@needs_two_gpus
+def test_nccl_ranks_on_one_gpu_are_named():
+    spawn("nccl_same_device", 2, timeout=60)
 
 
 if __name__ == "__main__":

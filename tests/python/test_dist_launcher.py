@@ -8,7 +8,6 @@ for them fails the test instead of passing slowly."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 import kiln
 from kiln.distributed import run as launcher
+from helpers import free_port
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 
@@ -34,12 +34,6 @@ with open(os.path.join(out, f"rank{env['RANK']}.json"), "w") as f:
 sys.stdout.write(f"stdout of rank {env['RANK']}\\n")  # one write: lines of ranks can't mix
 print(f"stderr of rank {env['RANK']}", file=sys.stderr)
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write(tmp_path, name, text):

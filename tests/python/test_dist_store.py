@@ -5,7 +5,6 @@ every subprocess is killed in a finally block, so a broken store fails the test 
 hanging it."""
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ import pytest
 import kiln
 import kiln.distributed as dist
 from kiln.distributed.rendezvous import rendezvous
+from helpers import free_port
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 SHORT = timedelta(seconds=10)
@@ -25,12 +25,6 @@ SHORT = timedelta(seconds=10)
 def master(world_size=None, timeout=SHORT, wait_for_workers=False):
     return dist.TCPStore("127.0.0.1", 0, world_size, True, timeout,
                          wait_for_workers=wait_for_workers)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_threads(fns, timeout=15):

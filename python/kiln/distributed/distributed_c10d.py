@@ -10,6 +10,7 @@ each group's keys in the store, so bootstrap data of different groups never mixe
 """
 
 import pickle
+import socket
 from datetime import timedelta
 
 import numpy as np
@@ -181,7 +182,24 @@ def _new_backend_group(store, name, device, backend, rank, size, timeout, device
         index = device_id if isinstance(device_id, int) else kiln.device(device_id).index
     if index is None or index < 0:
         index = kiln.cuda.current_device()
+    _check_distinct_devices(prefixed, rank, size, index)
     return _C._new_nccl_group(prefixed, rank, size, timeout, index)
+
+
+def _check_distinct_devices(store, rank, size, index):
+    """NCCL needs one GPU per rank; two ranks of one host on the same device make
+    ncclCommInitRank fail with a bare "invalid usage". Every rank publishes host:device through
+    the store first, so the error can say which ranks collide and how to fix it."""
+    me = f"{socket.gethostname()}:{index}"
+    store.set(f"device/{rank}", me)
+    others = [r for r in range(size)
+              if r != rank and store.get(f"device/{r}").decode() == me]
+    if others:
+        raise RuntimeError(
+            f"[init_process_group] rank {rank} and rank(s) {others} all use cuda:{index} on "
+            f"{socket.gethostname()}: NCCL needs one GPU per rank. Call "
+            f"kiln.cuda.set_device(local_rank) (LOCAL_RANK from the launcher) or pass "
+            f"device_id before init_process_group")
 
 
 def _make_group(ranks, backend, timeout, device_id):
