@@ -118,45 +118,90 @@ void check_tensors(const char* op, int rank, const BackendSpec& spec,
   }
 }
 
-void check_rank_arg(const char* op, int rank, int size, int value, const char* what) {
-  KILN_CHECK(value >= 0 && value < size, Runtime, "[", op, "] rank ", rank, ": invalid ", what,
-             " rank ", value, " for a group of size ", size, " (expected 0 <= ", what, " < ", size,
-             ")");
+void CollectiveChecks::rank_arg(const char* op, int value, const char* what) const {
+  KILN_CHECK(value >= 0 && value < size_, Runtime, "[", op, "] rank ", rank_, ": invalid ", what,
+             " rank ", value, " for a group of size ", size_, " (expected 0 <= ", what, " < ",
+             size_, ")");
 }
 
-void check_reduce_op(const char* op, int rank, ReduceOp rop, DType dtype) {
+void CollectiveChecks::reduce_op(const char* op, ReduceOp rop, DType dtype) const {
   const bool bitwise = rop == ReduceOp::BAnd || rop == ReduceOp::BOr || rop == ReduceOp::BXor;
   KILN_CHECK(!bitwise || is_integral(dtype, /*include_bool=*/true), Runtime, "[", op, "] rank ",
-             rank, ": ReduceOp.", reduce_op_name(rop),
+             rank_, ": ReduceOp.", reduce_op_name(rop),
              " needs an integer or bool tensor, got dtype ", dtype);
-  KILN_CHECK(!(rop == ReduceOp::Avg && dtype == DType::Bool), Runtime, "[", op, "] rank ", rank,
+  KILN_CHECK(!(rop == ReduceOp::Avg && dtype == DType::Bool), Runtime, "[", op, "] rank ", rank_,
              ": ReduceOp.AVG is not defined for bool tensors");
 }
 
-void check_same_dtype(const char* op, int rank, const Tensor& ref, const Tensor& t,
-                      const char* what) {
-  KILN_CHECK(t.dtype() == ref.dtype() && t.sizes() == ref.sizes(), Runtime, "[", op, "] rank ",
-             rank, ": every ", what, " must match the input ", describe(ref), ", got ",
-             describe(t));
-}
-
-void check_scaled_numel(const char* op, int rank, int size, const Tensor& big, const char* big_name,
-                        const Tensor& small, const char* small_name) {
-  KILN_CHECK(big.dtype() == small.dtype(), Runtime, "[", op, "] rank ", rank, ": ", big_name,
+void CollectiveChecks::scaled_numel(const char* op, const Tensor& big, const char* big_name,
+                                    const Tensor& small, const char* small_name) const {
+  KILN_CHECK(big.dtype() == small.dtype(), Runtime, "[", op, "] rank ", rank_, ": ", big_name,
              " and ", small_name, " must have one dtype, got ", describe(big), " and ",
              describe(small));
-  KILN_CHECK(big.numel() == small.numel() * size, Runtime, "[", op, "] rank ", rank, ": ", big_name,
-             " must hold group size (", size, ") times the elements of ", small_name, ", got ",
-             big_name, " ", describe(big), " and ", small_name, " ", describe(small));
+  KILN_CHECK(big.numel() == small.numel() * size_, Runtime, "[", op, "] rank ", rank_, ": ",
+             big_name, " must hold group size (", size_, ") times the elements of ", small_name,
+             ", got ", big_name, " ", describe(big), " and ", small_name, " ", describe(small));
 }
 
-void check_alltoall(const char* op, int rank, int size, const Tensor& output, const Tensor& input) {
+void CollectiveChecks::allreduce(const std::vector<Tensor>& tensors, ReduceOp op) const {
+  tensors_ok_("all_reduce", tensors);
+  for (const Tensor& t : tensors) reduce_op("all_reduce", op, t.dtype());
+}
+
+void CollectiveChecks::broadcast(const std::vector<Tensor>& tensors, int root) const {
+  tensors_ok_("broadcast", tensors);
+  rank_arg("broadcast", root, "root");
+}
+
+void CollectiveChecks::reduce(const std::vector<Tensor>& tensors, int root, ReduceOp op) const {
+  tensors_ok_("reduce", tensors);
+  rank_arg("reduce", root, "root");
+  for (const Tensor& t : tensors) reduce_op("reduce", op, t.dtype());
+}
+
+void CollectiveChecks::allgather(const std::vector<Tensor>& outputs, const Tensor& input) const {
+  tensors_ok_("all_gather", {input});
+  tensors_ok_("all_gather", outputs);
+  KILN_CHECK(int(outputs.size()) == size_, Runtime, "[all_gather] rank ", rank_,
+             ": expected a list of ", size_, " output tensors (the group size), got ",
+             outputs.size());
+  for (const Tensor& o : outputs)
+    KILN_CHECK(o.dtype() == input.dtype() && o.sizes() == input.sizes(), Runtime,
+               "[all_gather] rank ", rank_, ": every output tensor must match the input ",
+               describe(input), ", got ", describe(o));
+}
+
+void CollectiveChecks::allgather_into_tensor(const Tensor& output, const Tensor& input) const {
+  tensors_ok_("all_gather_into_tensor", {output, input});
+  scaled_numel("all_gather_into_tensor", output, "output", input, "input");
+}
+
+void CollectiveChecks::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                             ReduceOp op) const {
+  tensors_ok_("reduce_scatter_tensor", {output, input});
+  scaled_numel("reduce_scatter_tensor", input, "input", output, "output");
+  reduce_op("reduce_scatter_tensor", op, input.dtype());
+}
+
+void CollectiveChecks::alltoall(const Tensor& output, const Tensor& input) const {
+  const char* op = "all_to_all_single";
+  tensors_ok_(op, {output, input});
   KILN_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel(), Runtime, "[", op,
-             "] rank ", rank, ": output and input must have one dtype and element count, got ",
+             "] rank ", rank_, ": output and input must have one dtype and element count, got ",
              describe(output), " and ", describe(input));
-  KILN_CHECK(input.numel() % size == 0, Runtime, "[", op, "] rank ", rank, ": input ",
-             describe(input), " does not split equally among ", size,
+  KILN_CHECK(input.numel() % size_ == 0, Runtime, "[", op, "] rank ", rank_, ": input ",
+             describe(input), " does not split equally among ", size_,
              " ranks (its element count must be divisible by the group size)");
+}
+
+void CollectiveChecks::point_to_point(const char* op, const std::vector<Tensor>& tensors,
+                                      int peer, const char* what) const {
+  tensors_ok_(op, tensors);
+  rank_arg(op, peer, what);
+  KILN_CHECK(peer != rank_, Runtime, "[", op, "] rank ", rank_, ": cannot ",
+             std::string(op) == "send" ? "send to" : "receive from", " itself");
+  KILN_CHECK(tensors.size() == 1, Runtime, "[", op, "] rank ", rank_,
+             ": expects one tensor, got ", tensors.size());
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 // dtypes and devices involved. Internal to distributed/.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,18 +30,36 @@ struct BackendSpec {
 // empty.
 void check_tensors(const char* op, int rank, const BackendSpec& spec,
                    const std::vector<Tensor>& tensors);
-// Root/peer ranks are within [0, size); `what` is "root", "dst" or "src".
-void check_rank_arg(const char* op, int rank, int size, int value, const char* what);
-// Bitwise ops need integer/bool tensors; Avg needs a non-bool dtype.
-void check_reduce_op(const char* op, int rank, ReduceOp rop, DType dtype);
-// All tensors have the dtype and shape of `ref` (allgather outputs, one-rank-many-tensor lists).
-void check_same_dtype(const char* op, int rank, const Tensor& ref, const Tensor& t,
-                      const char* what);
-// `big` holds `size` times the elements of `small` (allgather_into_tensor,
-// reduce_scatter_tensor); same dtype.
-void check_scaled_numel(const char* op, int rank, int size, const Tensor& big, const char* big_name,
-                        const Tensor& small, const char* small_name);
-// alltoall_base: equal element counts divisible by the group size.
-void check_alltoall(const char* op, int rank, int size, const Tensor& output, const Tensor& input);
+// The whole argument check of each collective, the same for every backend: `tensors_ok` is the
+// backend's own check of a tensor list (check_tensors with its spec, plus e.g. a live NCCL
+// communicator); the rest (roots and peers in range, reduce ops that fit the dtype, matching
+// shapes and element counts) is here.
+class CollectiveChecks {
+ public:
+  using TensorsCheck = std::function<void(const char* op, const std::vector<Tensor>& tensors)>;
+  CollectiveChecks(int rank, int size, TensorsCheck tensors_ok)
+      : rank_(rank), size_(size), tensors_ok_(std::move(tensors_ok)) {}
+
+  void allreduce(const std::vector<Tensor>& tensors, ReduceOp op) const;
+  void broadcast(const std::vector<Tensor>& tensors, int root) const;
+  void reduce(const std::vector<Tensor>& tensors, int root, ReduceOp op) const;
+  void allgather(const std::vector<Tensor>& outputs, const Tensor& input) const;
+  void allgather_into_tensor(const Tensor& output, const Tensor& input) const;
+  void reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) const;
+  void alltoall(const Tensor& output, const Tensor& input) const;
+  // send/recv: one tensor, a peer in range that is not this rank; `what` is "dst" or "src".
+  void point_to_point(const char* op, const std::vector<Tensor>& tensors, int peer,
+                      const char* what) const;
+
+ private:
+  void rank_arg(const char* op, int value, const char* what) const;
+  void reduce_op(const char* op, ReduceOp rop, DType dtype) const;
+  // `big` holds group-size times the elements of `small`, of the same dtype.
+  void scaled_numel(const char* op, const Tensor& big, const char* big_name, const Tensor& small,
+                    const char* small_name) const;
+
+  int rank_, size_;
+  TensorsCheck tensors_ok_;
+};
 
 }  // namespace kiln::distributed::detail

@@ -338,7 +338,11 @@ class GlooProcessGroup : public ProcessGroup {
  public:
   GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                    const ProcessGroupOptions& options)
-      : ProcessGroup(rank, size), timeout_(options.timeout) {
+      : ProcessGroup(rank, size),
+        timeout_(options.timeout),
+        checks_(rank, size, [this](const char* op, const std::vector<Tensor>& tensors) {
+          check(op, tensors);
+        }) {
     KILN_CHECK(size >= 1 && rank >= 0 && rank < size, Value, "[init_process_group] rank ", rank,
                " is out of range for world size ", size);
     GlooStore gstore(std::move(store));
@@ -369,8 +373,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::string backend_name() const override { return "gloo"; }
 
   WorkPtr allreduce(std::vector<Tensor>& tensors, ReduceOp op) override {
-    check("all_reduce", tensors);
-    for (const Tensor& t : tensors) detail::check_reduce_op("all_reduce", rank_, op, t.dtype());
+    checks_.allreduce(tensors, op);
     auto staged = stage_all(tensors);
     return enqueue("all_reduce", tensors, fingerprint(Kind::AllReduce, -1, int(op), tensors),
                    [this, staged, op](uint32_t& tag) {
@@ -382,8 +385,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr broadcast(std::vector<Tensor>& tensors, int root) override {
-    check("broadcast", tensors);
-    detail::check_rank_arg("broadcast", rank_, size_, root, "root");
+    checks_.broadcast(tensors, root);
     auto staged = stage_all(tensors);
     return enqueue("broadcast", tensors, fingerprint(Kind::Broadcast, root, -1, tensors),
                    [this, staged, root](uint32_t& tag) {
@@ -403,9 +405,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr reduce(std::vector<Tensor>& tensors, int root, ReduceOp op) override {
-    check("reduce", tensors);
-    detail::check_rank_arg("reduce", rank_, size_, root, "root");
-    for (const Tensor& t : tensors) detail::check_reduce_op("reduce", rank_, op, t.dtype());
+    checks_.reduce(tensors, root, op);
     // Gloo's reduce scribbles on non-root buffers: reduce in a copy, only the root keeps it.
     std::vector<Staged> staged;
     for (const Tensor& t : tensors) staged.push_back({detach(t), scratch_copy(t)});
@@ -431,13 +431,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr allgather(std::vector<Tensor>& outputs, const Tensor& input) override {
-    check("all_gather", {input});
-    check("all_gather", outputs);
-    KILN_CHECK(int(outputs.size()) == size_, Runtime, "[all_gather] rank ", rank_,
-               ": expected a list of ", size_, " output tensors (the group size), got ",
-               outputs.size());
-    for (const Tensor& o : outputs)
-      detail::check_same_dtype("all_gather", rank_, input, o, "output tensor");
+    checks_.allgather(outputs, input);
     Tensor in = contiguous(detach(input));
     Tensor flat = empty({int64_t(size_) * input.numel()}, input.dtype(), Device());
     std::vector<Tensor> outs;
@@ -452,9 +446,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr allgather_into_tensor(Tensor& output, const Tensor& input) override {
-    check("all_gather_into_tensor", {output, input});
-    detail::check_scaled_numel("all_gather_into_tensor", rank_, size_, output, "output", input,
-                               "input");
+    checks_.allgather_into_tensor(output, input);
     Tensor in = contiguous(detach(input));
     Staged out = stage(output);
     return enqueue("all_gather_into_tensor", {output},
@@ -466,10 +458,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) override {
-    check("reduce_scatter_tensor", {output, input});
-    detail::check_scaled_numel("reduce_scatter_tensor", rank_, size_, input, "input", output,
-                               "output");
-    detail::check_reduce_op("reduce_scatter_tensor", rank_, op, input.dtype());
+    checks_.reduce_scatter_tensor(output, input, op);
     // Gloo 0.5 has no reduce-scatter over unbound buffers: allreduce a copy, keep our slice.
     Tensor buf = scratch_copy(input);
     Tensor out = detach(output);
@@ -486,8 +475,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr alltoall_base(Tensor& output, const Tensor& input) override {
-    check("all_to_all_single", {output, input});
-    detail::check_alltoall("all_to_all_single", rank_, size_, output, input);
+    checks_.alltoall(output, input);
     Tensor in = contiguous(detach(input));
     Staged out = stage(output);
     return enqueue("all_to_all_single", {output}, fingerprint(Kind::AllToAll, -1, -1, {input}),
@@ -508,11 +496,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr send(std::vector<Tensor>& tensors, int dst, int tag) override {
-    check("send", tensors);
-    detail::check_rank_arg("send", rank_, size_, dst, "dst");
-    KILN_CHECK(dst != rank_, Runtime, "[send] rank ", rank_, ": cannot send to itself");
-    KILN_CHECK(tensors.size() == 1, Runtime, "[send] rank ", rank_, ": expects one tensor, got ",
-               tensors.size());
+    checks_.point_to_point("send", tensors, dst, "dst");
     Tensor buf = contiguous(detach(tensors[0]));
     auto ub = context_->createUnboundBuffer(buf.data_ptr(), buf.numel() * buf.itemsize());
     ub->send(dst, gloo::Slot::build(kSendRecvSlotPrefix, uint32_t(tag)));
@@ -520,11 +504,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   WorkPtr recv(std::vector<Tensor>& tensors, int src, int tag) override {
-    check("recv", tensors);
-    detail::check_rank_arg("recv", rank_, size_, src, "src");
-    KILN_CHECK(src != rank_, Runtime, "[recv] rank ", rank_, ": cannot receive from itself");
-    KILN_CHECK(tensors.size() == 1, Runtime, "[recv] rank ", rank_, ": expects one tensor, got ",
-               tensors.size());
+    checks_.point_to_point("recv", tensors, src, "src");
     Staged s = stage(tensors[0]);
     auto ub = context_->createUnboundBuffer(s.buf.data_ptr(), s.buf.numel() * s.buf.itemsize());
     ub->recv(src, gloo::Slot::build(kSendRecvSlotPrefix, uint32_t(tag)));
@@ -670,6 +650,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   Millis timeout_;
+  detail::CollectiveChecks checks_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::thread worker_;

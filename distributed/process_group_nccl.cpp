@@ -213,7 +213,11 @@ class NcclProcessGroup : public ProcessGroup {
  public:
   NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                    const ProcessGroupOptions& options)
-      : ProcessGroup(rank, size), timeout_(options.timeout) {
+      : ProcessGroup(rank, size),
+        timeout_(options.timeout),
+        checks_(rank, size, [this](const char* op, const std::vector<Tensor>& tensors) {
+          check(op, tensors);
+        }) {
     KILN_CHECK(size >= 1 && rank >= 0 && rank < size, Value, "[init_process_group] rank ", rank,
                " is out of range for world size ", size);
     comm_ = std::make_shared<Comm>();
@@ -240,11 +244,8 @@ class NcclProcessGroup : public ProcessGroup {
   std::string backend_name() const override { return "nccl"; }
 
   WorkPtr allreduce(std::vector<Tensor>& tensors, ReduceOp op) override {
-    check("all_reduce", tensors);
-    for (const Tensor& t : tensors) {
-      detail::check_reduce_op("all_reduce", rank_, op, t.dtype());
-      nccl_op("all_reduce", rank_, op, t.dtype());
-    }
+    checks_.allreduce(tensors, op);
+    for (const Tensor& t : tensors) nccl_op("all_reduce", rank_, op, t.dtype());
     auto staged = stage_all(tensors, true);
     return launch("all_reduce", tensors, staged, {}, false, [&](cudaStream_t s) {
       for (const Staged& t : staged)
@@ -256,8 +257,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr broadcast(std::vector<Tensor>& tensors, int root) override {
-    check("broadcast", tensors);
-    detail::check_rank_arg("broadcast", rank_, size_, root, "root");
+    checks_.broadcast(tensors, root);
     auto staged = stage_all(tensors, true);
     return launch("broadcast", tensors, staged, {}, false, [&](cudaStream_t s) {
       for (const Staged& t : staged)
@@ -268,12 +268,8 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr reduce(std::vector<Tensor>& tensors, int root, ReduceOp op) override {
-    check("reduce", tensors);
-    detail::check_rank_arg("reduce", rank_, size_, root, "root");
-    for (const Tensor& t : tensors) {
-      detail::check_reduce_op("reduce", rank_, op, t.dtype());
-      nccl_op("reduce", rank_, op, t.dtype());
-    }
+    checks_.reduce(tensors, root, op);
+    for (const Tensor& t : tensors) nccl_op("reduce", rank_, op, t.dtype());
     auto staged = stage_all(tensors, true);
     return launch("reduce", tensors, staged, {}, false, [&](cudaStream_t s) {
       // NCCL writes the result on the root only; other ranks' buffers stay as they were.
@@ -286,13 +282,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr allgather(std::vector<Tensor>& outputs, const Tensor& input) override {
-    check("all_gather", {input});
-    check("all_gather", outputs);
-    KILN_CHECK(int(outputs.size()) == size_, Runtime, "[all_gather] rank ", rank_,
-               ": expected a list of ", size_, " output tensors (the group size), got ",
-               outputs.size());
-    for (const Tensor& o : outputs)
-      detail::check_same_dtype("all_gather", rank_, input, o, "output tensor");
+    checks_.allgather(outputs, input);
     Tensor in = contiguous(detach(input));
     auto staged = stage_all(outputs, false);
     // One broadcast per rank into its own output: outputs need not be adjacent in memory.
@@ -305,9 +295,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr allgather_into_tensor(Tensor& output, const Tensor& input) override {
-    check("all_gather_into_tensor", {output, input});
-    detail::check_scaled_numel("all_gather_into_tensor", rank_, size_, output, "output", input,
-                               "input");
+    checks_.allgather_into_tensor(output, input);
     Tensor in = contiguous(detach(input));
     auto staged = stage_all({output}, false);
     return launch("all_gather_into_tensor", {output}, staged, {in}, false, [&](cudaStream_t s) {
@@ -318,10 +306,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) override {
-    check("reduce_scatter_tensor", {output, input});
-    detail::check_scaled_numel("reduce_scatter_tensor", rank_, size_, input, "input", output,
-                               "output");
-    detail::check_reduce_op("reduce_scatter_tensor", rank_, op, input.dtype());
+    checks_.reduce_scatter_tensor(output, input, op);
     ncclRedOp_t rop = nccl_op("reduce_scatter_tensor", rank_, op, input.dtype());
     Tensor in = contiguous(detach(input));
     auto staged = stage_all({output}, false);
@@ -333,8 +318,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr alltoall_base(Tensor& output, const Tensor& input) override {
-    check("all_to_all_single", {output, input});
-    detail::check_alltoall("all_to_all_single", rank_, size_, output, input);
+    checks_.alltoall(output, input);
     Tensor in = contiguous(detach(input));
     auto staged = stage_all({output}, false);
     return launch("all_to_all_single", {output}, staged, {in}, false, [&](cudaStream_t s) {
@@ -354,11 +338,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr send(std::vector<Tensor>& tensors, int dst, int tag) override {
-    check("send", tensors);
-    detail::check_rank_arg("send", rank_, size_, dst, "dst");
-    KILN_CHECK(dst != rank_, Runtime, "[send] rank ", rank_, ": cannot send to itself");
-    KILN_CHECK(tensors.size() == 1, Runtime, "[send] rank ", rank_, ": expects one tensor, got ",
-               tensors.size());
+    checks_.point_to_point("send", tensors, dst, "dst");
     Tensor in = contiguous(detach(tensors[0]));
     return launch("send", tensors, {}, {in}, false, [&](cudaStream_t s) {
       KILN_NCCL(ncclSend(in.data_ptr(), in.numel(), nccl_dtype(in.dtype()), dst, comm_->comm, s),
@@ -367,11 +347,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   WorkPtr recv(std::vector<Tensor>& tensors, int src, int tag) override {
-    check("recv", tensors);
-    detail::check_rank_arg("recv", rank_, size_, src, "src");
-    KILN_CHECK(src != rank_, Runtime, "[recv] rank ", rank_, ": cannot receive from itself");
-    KILN_CHECK(tensors.size() == 1, Runtime, "[recv] rank ", rank_, ": expects one tensor, got ",
-               tensors.size());
+    checks_.point_to_point("recv", tensors, src, "src");
     auto staged = stage_all(tensors, false);
     return launch("recv", tensors, staged, {}, false, [&](cudaStream_t s) {
       const Tensor& b = staged[0].buf;
@@ -454,6 +430,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   Millis timeout_;
+  detail::CollectiveChecks checks_;
   std::shared_ptr<Comm> comm_;
   cuda::StreamHandle stream_ = nullptr;
   detail::BackendSpec spec_;
