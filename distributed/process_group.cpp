@@ -49,6 +49,11 @@ const char* reduce_op_name(ReduceOp op) {
   return "UNKNOWN";
 }
 
+ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
+  KILN_CHECK(size >= 1 && rank >= 0 && rank < size, Value, "[init_process_group] rank ", rank,
+             " is out of range for world size ", size);
+}
+
 bool gloo_available() {
 #ifdef KILN_WITH_GLOO
   return true;

@@ -45,7 +45,8 @@ struct ProcessGroupOptions {
 
 class ProcessGroup {
  public:
-  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+  // Checks that rank is within [0, size) (ValueError naming both).
+  ProcessGroup(int rank, int size);
   virtual ~ProcessGroup() = default;
   int rank() const { return rank_; }
   int size() const { return size_; }

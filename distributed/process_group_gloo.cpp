@@ -343,8 +343,6 @@ class GlooProcessGroup : public ProcessGroup {
         checks_(rank, size, [this](const char* op, const std::vector<Tensor>& tensors) {
           check(op, tensors);
         }) {
-    KILN_CHECK(size >= 1 && rank >= 0 && rank < size, Value, "[init_process_group] rank ", rank,
-               " is out of range for world size ", size);
     GlooStore gstore(std::move(store));
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
     ctx->setTimeout(timeout_);

@@ -218,8 +218,6 @@ class NcclProcessGroup : public ProcessGroup {
         checks_(rank, size, [this](const char* op, const std::vector<Tensor>& tensors) {
           check(op, tensors);
         }) {
-    KILN_CHECK(size >= 1 && rank >= 0 && rank < size, Value, "[init_process_group] rank ", rank,
-               " is out of range for world size ", size);
     comm_ = std::make_shared<Comm>();
     comm_->rank = rank;
     comm_->size = size;
