@@ -36,6 +36,7 @@ from kiln.random import (  # noqa: F401
 from kiln import autograd, backends, cuda, nn, optim, utils  # noqa: F401
 from kiln import amp  # noqa: F401
 from kiln import special  # noqa: F401
+from kiln import distributed, multiprocessing  # noqa: F401  (torch.distributed after import torch)
 from kiln.amp.autocast_mode import (  # noqa: F401
     autocast,
     get_autocast_dtype,

@@ -150,6 +150,31 @@ def test_a_failed_worker_stops_the_others_at_once(tmp_path):
     assert "[rank1]:rank 1 log line 0" in err
 
 
+RECORD_SCRIPT = """
+import os, sys
+from kiln.distributed.elastic.multiprocessing.errors import record
+
+@record
+def main():
+    if os.environ["RANK"] == "1":
+        raise ValueError("the batch had 0 rows")
+
+main()
+"""
+
+
+@pytest.mark.parametrize("tee", ["2", "0"])
+def test_record_names_the_root_cause(tmp_path, tee):
+    script = write(tmp_path, "record.py", RECORD_SCRIPT)
+    code, _, err, _ = launch(["--nproc-per-node", 2, "--standalone", "--tee", tee, script])
+    assert code == 1, err
+    report = err[err.index("[kiln.distributed.run] worker failed"):]
+    assert "root cause (recorded by @record): ValueError: the batch had 0 rows" in report
+    # The traceback comes from the kept stderr (--tee 2) or, without it (--tee 0), from the
+    # recorded error file.
+    assert "Traceback" in report and "in main" in report
+
+
 def test_children_of_a_failed_worker_are_stopped_too(tmp_path):
     # The grandchild inherits the worker's stderr: left alive it would also keep the pipe open.
     script = write(tmp_path, "parent.py", """

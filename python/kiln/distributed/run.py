@@ -28,13 +28,17 @@ then fails (or restarts) this node's group in turn.
 import argparse
 import collections
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
+
+from kiln.distributed.elastic.multiprocessing.errors import ERROR_FILE_ENV, read_error_file
 
 __all__ = ["main", "parse_args", "run", "get_args_parser"]
 
@@ -159,6 +163,7 @@ class _Worker:
         self.end = None
         self.tail = collections.deque(maxlen=max(tail_lines, 1))
         self.readers = []
+        self.error_file = None  # where @record writes the worker's exception
 
 
 class _Group:
@@ -168,10 +173,12 @@ class _Group:
         self.config = config
         self.workers = []
         self._out_lock = threading.Lock()
+        self.error_dir = tempfile.mkdtemp(prefix="kiln-run-errors-")
         try:
             self._start(restart_count)
         except BaseException:
             self.stop(signal.SIGKILL)
+            shutil.rmtree(self.error_dir, ignore_errors=True)
             raise
 
     def _start(self, restart_count):
@@ -180,6 +187,8 @@ class _Group:
             rank = config.node_rank * config.nproc + local_rank
             env = dict(os.environ)
             env.update(config.worker_env(local_rank, rank, restart_count))
+            error_file = os.path.join(self.error_dir, f"rank{rank}.json")
+            env[ERROR_FILE_ENV] = error_file
             tee = int(config.tee)
             proc = subprocess.Popen(
                 config.command,
@@ -189,6 +198,7 @@ class _Group:
                 start_new_session=True,
             )
             w = _Worker(local_rank, rank, proc, config.tail_lines)
+            w.error_file = error_file
             streams = ((proc.stdout, "stdout", False), (proc.stderr, "stderr", True))
             for stream, sink, keep in streams:
                 if stream is not None:
@@ -360,6 +370,12 @@ def _report(failed, also_failed, stopped, killed, attempt_start):
         lines.append(f"{_PREFIX} stopped the other workers (ranks {ranks})"
                      + (f"; ranks {', '.join(str(w.rank) for w in killed)} needed SIGKILL"
                         if killed else ""))
+    recorded = read_error_file(failed.error_file) if failed.error_file else None
+    if recorded is not None:
+        message, callstack = recorded
+        lines.append(f"{_PREFIX} root cause (recorded by @record): {message}")
+        if not failed.tail:
+            lines.extend(f"  {line}" for line in callstack.rstrip().splitlines())
     if failed.tail:
         lines.append(f"{_PREFIX} last {len(failed.tail)} lines of rank {failed.rank}'s stderr:")
         lines.extend(f"  {line}" for line in failed.tail)
@@ -437,6 +453,7 @@ def _run_attempt(config, attempt, forwarder):
     finally:
         if group.running():
             group.stop(signal.SIGKILL)
+        shutil.rmtree(group.error_dir, ignore_errors=True)
 
 
 def main(args=None):

@@ -1,0 +1,1 @@
+"""The parts of torch.distributed.elastic that scripts launched by torchrun import."""
