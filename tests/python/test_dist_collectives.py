@@ -312,6 +312,69 @@ def case_nccl_dead_peer(rank, world, port):
     os._exit(0)  # skip teardown of the aborted communicator
 
 
+def check_composed(rank, world, device):
+    """gather / scatter / reduce_scatter / all_to_all / scatter_object_list on `device`."""
+    x = [data(r, (2, 3), np.float32, 11) for r in range(world)]
+    t = kiln.tensor(x[rank]).to(device)
+    # gather to the last rank
+    dst = world - 1
+    outs = [kiln.zeros(2, 3, device=device) for _ in range(world)] if rank == dst else None
+    dist.gather(t, outs, dst=dst)
+    if rank == dst:
+        for r in range(world):
+            check(outs[r], x[r])
+    # scatter from rank 1 (async)
+    parts = [kiln.tensor(x[r] * 10).to(device) for r in range(world)] if rank == 1 else None
+    got = kiln.zeros(2, 3, device=device)
+    dist.scatter(got, parts, src=1, async_op=True).wait()
+    check(got, x[rank] * 10)
+    # reduce_scatter over a list: rank r gets sum over ranks s of their list[r]
+    lists = [[data(s, (2, 3), np.float32, 20 + r) for r in range(world)] for s in range(world)]
+    out = kiln.zeros(2, 3, device=device)
+    dist.reduce_scatter(out, [kiln.tensor(a).to(device) for a in lists[rank]])
+    check(out, np.sum([lists[s][rank] for s in range(world)], axis=0), atol=1e-5)
+    # all_to_all, equal shapes: rank r's input[s] lands in rank s's output[r]
+    ins = [kiln.tensor(lists[rank][s]).to(device) for s in range(world)]
+    outs = [kiln.zeros(2, 3, device=device) for _ in range(world)]
+    dist.all_to_all(outs, ins)
+    for s in range(world):
+        check(outs[s], lists[s][rank])
+    objs = [None]
+    dist.scatter_object_list(objs, [{"rank": r} for r in range(world)] if rank == 0 else None)
+    assert objs == [{"rank": rank}]
+
+
+def case_composed(rank, world, port):
+    init(rank, world, port=port)
+    check_composed(rank, world, kiln.device("cpu"))
+    # all_to_all with a different size per pair (Gloo: point-to-point)
+    ins = [kiln.full((rank + 1, s + 1), float(10 * rank + s)) for s in range(world)]
+    outs = [kiln.zeros(r + 1, rank + 1) for r in range(world)]
+    dist.all_to_all(outs, ins)
+    for r in range(world):
+        check(outs[r], np.full((r + 1, rank + 1), 10.0 * r + rank))
+    # bad lists name the rank
+    if rank == 0:
+        with pytest.raises(ValueError, match=r"\[gather\] rank 0: gather_list must hold one tensor"):
+            dist.gather(kiln.zeros(2), [kiln.zeros(2)], dst=0)
+    else:
+        with pytest.raises(ValueError, match=r"\[gather\] rank \d: gather_list must not"):
+            dist.gather(kiln.zeros(2), [kiln.zeros(2)], dst=0)
+    assert dist.is_torchelastic_launched() is False
+    assert dist.get_node_local_rank(fallback_rank=rank) == rank
+    dist.destroy_process_group()
+
+
+def case_nccl_composed(rank, world, port):
+    kiln.cuda.set_device(rank)
+    init(rank, world, backend="nccl", port=port)
+    check_composed(rank, world, kiln.device("cuda", rank))
+    with pytest.raises(NotImplementedError, match=r"\[all_to_all\] .*batched"):
+        dist.all_to_all([kiln.zeros(1, device="cuda"), kiln.zeros(2, device="cuda")],
+                        [kiln.zeros(3, device="cuda"), kiln.zeros(1, device="cuda")])
+    dist.destroy_process_group()
+
+
 def case_nccl_same_device(rank, world, port):
     # Neither rank calls set_device: both would use cuda:0.
     with pytest.raises(RuntimeError, match=r"\[init_process_group\] rank \d and rank\(s\) "
@@ -363,6 +426,12 @@ def test_collectives_match_numpy(world):
 
 
 @needs_gloo
+@pytest.mark.parametrize("world", [2, 3])
+def test_gather_scatter_and_list_collectives(world):
+    spawn("composed", world)
+
+
+@needs_gloo
 def test_groups_send_recv_objects():
     spawn("groups_p2p_objects", 3)
 
@@ -382,6 +451,11 @@ def test_nccl_collectives():
 @needs_two_gpus
 def test_nccl_dead_peer_fails_fast():
     spawn("nccl_dead_peer", 2, timeout=60)
+
+
+@needs_two_gpus
+def test_nccl_gather_scatter_and_list_collectives():
+    spawn("nccl_composed", 2, timeout=60)
 
 
 @needs_two_gpus

@@ -14,3 +14,4 @@ from kiln._C._distributed import (  # noqa: F401
 )
 from kiln.distributed.distributed_c10d import *  # noqa: F401,F403
 from kiln.distributed.distributed_c10d import default_pg_timeout  # noqa: F401
+from kiln.distributed.composed import *  # noqa: F401,F403
