@@ -72,7 +72,8 @@ from kiln.nn.functional import (  # noqa: F401
 OutOfMemoryError = _C.OutOfMemoryError
 is_grad_enabled = _C.is_grad_enabled
 
-__version__ = "0.1.0"
+from kiln import __config__, version  # noqa: F401,E402
+from kiln.version import __version__  # noqa: F401,E402
 
 
 def is_floating_point(input):
