@@ -87,8 +87,8 @@ std::vector<std::pair<std::string, std::string>> build_info() {
 #endif
 #ifdef KILN_WITH_NCCL
   facts.push_back({"nccl", "ON"});
-  facts.push_back({"nccl_version", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
-                                          std::to_string(NCCL_PATCH)});
+  facts.push_back({"nccl_version", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
+                                       "." + std::to_string(NCCL_PATCH)});
 #else
   facts.push_back({"nccl", "OFF"});
   facts.push_back({"nccl_version", ""});

@@ -10,11 +10,14 @@ namespace py = pybind11;
 namespace kiln::python {
 
 void init_build_info(py::module_& m) {
-  m.def("_build_info", [] {
-    py::dict d;
-    for (const auto& [key, value] : build_info()) d[py::str(key)] = value;
-    return d;
-  }, "libkiln's build facts as a dict of strings (core/build_info.h lists the keys).");
+  m.def(
+      "_build_info",
+      [] {
+        py::dict d;
+        for (const auto& [key, value] : build_info()) d[py::str(key)] = value;
+        return d;
+      },
+      "libkiln's build facts as a dict of strings (core/build_info.h lists the keys).");
   // The same CMake facts compiled into this extension: they differ from _build_info()'s when
   // kiln._C was loaded next to a libkiln from another build.
   py::dict seen;

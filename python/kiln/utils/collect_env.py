@@ -37,7 +37,7 @@ def _run(args, first_line=True):
 
 
 def _fact(fn):
-    """fn()'s value, NOT_FOUND for None or for any error (a missing piece never stops the report)."""
+    """fn()'s value; NOT_FOUND for None or any error (a missing piece never stops the report)."""
     try:
         value = fn()
     except Exception:  # noqa: BLE001  (the report names the fact as not found instead)
