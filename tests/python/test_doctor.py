@@ -205,6 +205,11 @@ def test_omp_threads_check():
     assert doctor.check_omp_threads("2", 8, 2, local_world_size=4).status == "OK"
 
 
+def test_gpu_kernel_check_names_missing_cuda_kernels():
+    c = doctor.check_gpu_kernel(1, ["sort", "scan"])
+    assert c.status == "FAIL" and "lacks kernels for sort, scan" in c.detail
+
+
 def test_library_checks():
     assert doctor.check_gloo(True).status == "OK"
     c = doctor.check_gloo(False)
@@ -251,7 +256,8 @@ def test_extension_and_library_agree_here():
 
 def test_version_module():
     assert kiln.__version__ == kiln.version.__version__
-    assert re.fullmatch(r"\d+\.\d+\.\d+", kiln.__version__)
+    pyproject = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'version = "{kiln.__version__}"' in pyproject
     if kiln.cuda.is_built():
         assert re.fullmatch(r"\d+\.\d+", kiln.version.cuda)
         major, minor = map(int, kiln.version.cuda.split("."))
