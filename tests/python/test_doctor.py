@@ -138,6 +138,22 @@ def test_arch_rules(archs, cc, status):
     assert doctor.check_gpu_architectures(archs, [cc]).status == status
 
 
+def test_parse_cuda_architectures():
+    parse = kiln.cuda._arch.parse_cuda_architectures
+    assert parse("80,90-real") == [(8, 0, "", True, True), (9, 0, "", True, False)]
+    assert parse("100a-virtual") == [(10, 0, "a", False, True)]
+    assert parse("all-major") is None
+
+
+def test_get_arch_list():
+    archs = kiln.cuda.get_arch_list()
+    if not kiln.cuda.is_available():
+        assert archs == [] and kiln.cuda.get_gencode_flags() == ""
+        return
+    assert archs and all(re.fullmatch(r"(sm|compute)_\d+[af]?", a) for a in archs)
+    assert kiln.cuda.get_gencode_flags().startswith("-gencode compute=compute_")
+
+
 def test_arch_check_skips_without_gpus():
     assert doctor.check_gpu_architectures("90", []).status == "SKIP"
 

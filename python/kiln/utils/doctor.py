@@ -14,10 +14,10 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import sys
 
 from kiln import _extension_check
+from kiln.cuda._arch import parse_cuda_architectures
 
 OK, WARN, FAIL, SKIP = "OK", "WARN", "FAIL", "SKIP"
 
@@ -98,22 +98,6 @@ def check_cuda_driver(built, runtime, driver, device_count, visible=None, gpu_pr
                      f"update the NVIDIA driver to one for CUDA {_version(runtime)}")
     return Check("cuda driver", OK, f"driver supports CUDA {_version(driver)}, kiln uses runtime "
                  f"{_version(runtime)}, {device_count} GPU(s) visible")
-
-
-def parse_cuda_architectures(arch_list):
-    """CMake's CUDA_ARCHITECTURES ("80,90-real", "90a") -> [(major, minor, suffix, sass, ptx)].
-
-    Returns None for keywords whose arches are not known here (native, all, all-major).
-    """
-    out = []
-    for item in filter(None, arch_list.split(",")):
-        m = re.fullmatch(r"(\d+)(\d)([af]?)(?:-(real|virtual))?", item.strip())
-        if not m:
-            return None
-        kind = m.group(4)
-        out.append((int(m.group(1)), int(m.group(2)), m.group(3), kind != "virtual",
-                    kind != "real"))
-    return out
 
 
 def _runs_on(archs, major, minor):
