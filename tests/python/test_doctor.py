@@ -49,6 +49,7 @@ def test_collect_env_prints_the_key_lines():
                   "kiln build configuration:", "Relevant environment variables:"):
         assert label in text
     assert "  KILN_DOCTOR_PROBE=7" in text
+    assert f"Versions of relevant libraries:\n  numpy=={np.__version__}" in text
 
 
 def test_collect_env_is_fast():
@@ -255,6 +256,10 @@ def test_config_show_contains_the_build_facts():
         assert f"NCCL: {'ON' if kiln.distributed.is_nccl_available() else 'OFF'}" in text
     else:
         assert "CUDA: OFF" in text
+
+
+def test_openmp_backend():
+    assert kiln.backends.openmp.is_available() == ("OpenMP: OFF" not in kiln.__config__.show())
 
 
 def test_config_parallel_info():

@@ -183,6 +183,23 @@ def _config():
     return "\n" + kiln.__config__.show().rstrip()
 
 
+# Python packages a kiln bug report may hinge on (PyTorch for the comparison tests and benchmarks,
+# NVIDIA's wheels for the libraries kiln may pick up instead of the system's).
+_PACKAGES = ("numpy", "pybind11", "torch", "safetensors", "scikit-learn", "pytest",
+             "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
+
+
+def relevant_packages():
+    from importlib import metadata
+    found = {}
+    for name in _PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except Exception:  # noqa: BLE001  (not installed, or broken metadata)
+            continue
+    return found
+
+
 def relevant_env():
     return {k: v for k, v in sorted(os.environ.items())
             if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
@@ -228,6 +245,13 @@ def get_pretty_env_info():
             lines.append("")
         else:  # multi-line values (GPU list, build configuration) start on their own line
             lines.append(f"{label}:{'' if value.startswith(chr(10)) else ' '}{value}")
+    packages = _fact(relevant_packages)
+    lines.append("")
+    lines.append("Versions of relevant libraries:")
+    if isinstance(packages, dict):
+        lines.extend(f"  {name}=={version}" for name, version in packages.items())
+    else:
+        lines.append(f"  {packages}")
     env = relevant_env()
     lines.append("")
     lines.append("Relevant environment variables:" + ("" if env else " none set"))
