@@ -239,6 +239,12 @@ def _usable_cores():
         return os.cpu_count() or 1
 
 
+def _local_world_size():
+    """Processes per machine under kiln.distributed.run / torchrun (1 otherwise)."""
+    value = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
 def _safe(name, fn):
     """fn()'s Check; a check that raises is itself a FAIL naming the error."""
     try:
@@ -287,7 +293,7 @@ def run_checks():
     checks.append(_safe("gloo", lambda: check_gloo(kiln.distributed.is_gloo_available())))
     checks.append(_safe("omp threads", lambda: check_omp_threads(
         os.environ.get("OMP_NUM_THREADS"), _usable_cores(), kiln.get_num_threads(),
-        int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))))
+        _local_world_size())))
     return checks
 
 
