@@ -1,8 +1,8 @@
 """``python -m kiln.utils.collect_env``: the facts to paste into a bug report (kiln's counterpart
 of torch.utils.collect_env).
 
-Every fact is collected on its own and reads "not found" (or "Could not collect") when it cannot be
-had, so a broken install still gets a report. Nothing is compiled and each external program gets a
+Every fact is collected on its own and reads "not found" when it cannot be had, so a broken
+install still gets a report. Nothing is compiled and each external program gets a
 short timeout, so the report takes well under two seconds.
 """
 
@@ -68,8 +68,13 @@ def _os_name():
 
 
 def _nvcc():
-    m = re.search(r"release (\S+?),", _run(["nvcc", "--version"], first_line=False) or "")
-    return m.group(1) if m else None
+    """The toolkit's nvcc release, from PATH or CUDA_HOME (where CMake also looks)."""
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    for nvcc in ("nvcc", os.path.join(home, "bin", "nvcc")):
+        m = re.search(r"release (\S+?),", _run([nvcc, "--version"], first_line=False) or "")
+        if m:
+            return m.group(1)
+    return None
 
 
 def _libc():
