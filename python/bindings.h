@@ -39,5 +39,7 @@ void init_conv(pybind11::module_& m);
 // ReduceOp (bind_distributed.cpp), which add to the same submodule.
 void init_distributed_store(pybind11::module_& m);
 void init_distributed(pybind11::module_& m);
+// kiln._C._build_info, the CUDA/NCCL version queries (bind_build_info.cpp).
+void init_build_info(pybind11::module_& m);
 
 }  // namespace kiln::python

@@ -7,7 +7,13 @@ managers, nn, optim, data utilities).
 
 import builtins as _builtins
 
-from kiln import _C
+try:
+    from kiln import _C
+except ImportError as _error:  # say why, instead of only that (python -m kiln.doctor's check)
+    from kiln._extension_check import check_extension as _check_extension
+
+    _, _detail, _hint = _check_extension(__path__[0], None, _error)
+    raise ImportError(f"[import kiln] {_detail}: {_hint}") from _error
 from kiln._C import *  # noqa: F401,F403  (ops, dtypes, Tensor, device)
 from kiln._C import Tensor, device, dtype  # noqa: F401
 from kiln._size import Size  # noqa: F401
@@ -73,7 +79,8 @@ from kiln.nn.functional import (  # noqa: F401
 OutOfMemoryError = _C.OutOfMemoryError
 is_grad_enabled = _C.is_grad_enabled
 
-__version__ = "0.1.0"
+from kiln import __config__, version  # noqa: F401,E402
+from kiln.version import __version__  # noqa: F401,E402
 
 
 def is_floating_point(input):

@@ -22,6 +22,8 @@ from kiln.cuda.streams import Event, Stream  # noqa: F401
 from kiln.cuda._utils import _device_index, _runtime
 from kiln.cuda import amp  # noqa: F401  (torch.cuda.amp spelling)
 from kiln.cuda import nvtx  # noqa: F401
+from kiln.cuda import nccl  # noqa: F401
+from kiln.cuda._arch import get_arch_list, get_gencode_flags  # noqa: F401
 from kiln.cuda.random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,
