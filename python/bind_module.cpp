@@ -59,4 +59,5 @@ PYBIND11_MODULE(_C, m) {
   init_conv(m);
   init_distributed_store(m);
   init_distributed(m);
+  init_dlpack(m, cls);
 }

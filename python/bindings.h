@@ -39,5 +39,7 @@ void init_conv(pybind11::module_& m);
 // ReduceOp (bind_distributed.cpp), which add to the same submodule.
 void init_distributed_store(pybind11::module_& m);
 void init_distributed(pybind11::module_& m);
+// Tensor.__dlpack__ / __dlpack_device__, kiln.from_dlpack, kiln.to_dlpack.
+void init_dlpack(pybind11::module_& m, TensorClass& cls);
 
 }  // namespace kiln::python
