@@ -119,6 +119,20 @@ Tensor import_capsule(py::handle capsule) {
        "'dltensor_versioned', got a capsule named '", got, "'");
 }
 
+// An int argument of `op`, or TypeError naming `what` (pybind11's cast message names no argument).
+int64_t int_arg(py::handle h, const char* op, const char* what) {
+  long long v = 0;
+  int overflow = 1;  // stays set for non-ints
+  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
+    v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  }
+  if (overflow != 0) {
+    throw py::type_error(std::string("[") + op + "] " + what + " must be a 64-bit int, got " +
+                         std::string(py::repr(h)));
+  }
+  return v;
+}
+
 std::optional<bool> parse_copy(py::handle copy) {
   if (copy.is_none()) return std::nullopt;
   if (!PyBool_Check(copy.ptr())) {
@@ -129,11 +143,12 @@ std::optional<bool> parse_copy(py::handle copy) {
 
 DLDevice parse_dl_device(py::handle dl_device, const char* op) {
   auto fields = py::reinterpret_borrow<py::sequence>(dl_device);
-  if (!py::isinstance<py::sequence>(dl_device) || py::len(fields) != 2) {
+  if (!py::isinstance<py::tuple>(dl_device) || py::len(fields) != 2) {
     throw py::type_error(std::string("[") + op + "] a DLPack device is a (device_type, "
-                         "device_id) pair, got " + std::string(py::repr(dl_device)));
+                         "device_id) tuple, got " + std::string(py::repr(dl_device)));
   }
-  return {static_cast<DLDeviceType>(fields[0].cast<int32_t>()), fields[1].cast<int32_t>()};
+  return {static_cast<DLDeviceType>(int_arg(fields[0], op, "the device type")),
+          static_cast<int32_t>(int_arg(fields[1], op, "the device id"))};
 }
 
 #ifdef KILN_WITH_CUDA
@@ -144,7 +159,7 @@ int64_t protocol_stream(cuda::StreamHandle s) {
 
 // Note [DLPack capsules and streams]: the consumer's stream waits for kiln's current one.
 void order_consumer_stream(const Tensor& t, py::handle stream) {
-  const int64_t s = stream.is_none() ? 1 : stream.cast<int64_t>();
+  const int64_t s = stream.is_none() ? 1 : int_arg(stream, "__dlpack__", "stream");
   if (s == -1) return;
   if (s == 0 || s < -1) {
     throw py::value_error("[__dlpack__] stream=" + std::to_string(s) + " is not valid for CUDA: "
@@ -195,14 +210,18 @@ py::object dunder_dlpack(const Tensor& self, py::handle stream, py::handle max_v
 #ifdef KILN_WITH_CUDA
     order_consumer_stream(out, stream);
 #endif
-  } else if (!stream.is_none() && stream.cast<int64_t>() != -1) {
+  } else if (!stream.is_none() && int_arg(stream, "__dlpack__", "stream") != -1) {
     throw py::buffer_error("[__dlpack__] stream must be None for a CPU tensor, got " +
                            std::string(py::str(stream)));
   }
   bool versioned = false;
   if (!max_version.is_none()) {
-    auto version = py::reinterpret_borrow<py::sequence>(max_version);
-    versioned = py::len(version) >= 1 && version[0].cast<int64_t>() >= 1;
+    if (!py::isinstance<py::tuple>(max_version) || py::len(max_version) != 2) {
+      throw py::type_error("[__dlpack__] max_version must be a (major, minor) tuple, got " +
+                           std::string(py::repr(max_version)));
+    }
+    versioned = int_arg(py::reinterpret_borrow<py::tuple>(max_version)[0], "__dlpack__",
+                        "max_version[0]") >= 1;
   }
   return export_capsule(out, versioned, copied ? kFlagIsCopied : 0);
 }

@@ -225,6 +225,12 @@ def test_copy_and_dl_device_arguments():
         t.__dlpack__(dl_device=(10, 0))
     with pytest.raises(TypeError, match=r"\[__dlpack__\] copy must be a bool"):
         t.__dlpack__(copy="yes")
+    with pytest.raises(TypeError, match=r"\[__dlpack__\] a DLPack device is a \(device_type, "):
+        t.__dlpack__(dl_device=(1,))
+    with pytest.raises(TypeError, match=r"\[__dlpack__\] the device type must be a 64-bit int"):
+        t.__dlpack__(dl_device=("cpu", 0))
+    with pytest.raises(TypeError, match=r"\[__dlpack__\] max_version must be a \(major, minor\)"):
+        t.__dlpack__(max_version="1.0")
 
 
 def test_cpu_stream_argument():
