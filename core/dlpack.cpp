@@ -75,8 +75,8 @@ M* export_tensor(const Tensor& t, uint64_t flags) {
 void check_version(DLManagedTensor*, const char*) {}
 void check_version(DLManagedTensorVersioned* m, const char* op) {
   KILN_CHECK(m->version.major == kMajorVersion, Runtime, "[", op, "] DLPack version ",
-             m->version.major, ".", m->version.minor, " is not supported: kiln reads major version ",
-             kMajorVersion);
+             m->version.major, ".", m->version.minor,
+             " is not supported: kiln reads major version ", kMajorVersion);
 }
 
 template <class M>
@@ -87,8 +87,7 @@ Tensor import_tensor(M* src, const char* op) {
   const DType dtype = from_dl_dtype(dl.dtype, op);
   const Device device = from_dl_device(dl.device, op);
   KILN_CHECK(dl.ndim >= 0 && (dl.ndim == 0 || dl.shape), Runtime, "[", op,
-             "] malformed DLTensor: ndim ", dl.ndim, " with shape ",
-             dl.shape ? "set" : "null");
+             "] malformed DLTensor: ndim ", dl.ndim, " with shape ", dl.shape ? "set" : "null");
   Shape sizes(dl.shape, dl.shape + dl.ndim);
   for (int64_t s : sizes) {
     KILN_CHECK(s >= 0, Runtime, "[", op, "] DLTensor has a negative size: ", sizes);
@@ -126,35 +125,59 @@ Tensor import_tensor(M* src, const char* op) {
 
 const char* device_type_name(int32_t type) {
   switch (type) {
-    case kDLCPU: return "kDLCPU";
-    case kDLCUDA: return "kDLCUDA";
-    case kDLCUDAHost: return "kDLCUDAHost";
-    case kDLOpenCL: return "kDLOpenCL";
-    case kDLVulkan: return "kDLVulkan";
-    case kDLMetal: return "kDLMetal";
-    case kDLVPI: return "kDLVPI";
-    case kDLROCM: return "kDLROCM";
-    case kDLROCMHost: return "kDLROCMHost";
-    case kDLExtDev: return "kDLExtDev";
-    case kDLCUDAManaged: return "kDLCUDAManaged";
-    case kDLOneAPI: return "kDLOneAPI";
-    case kDLWebGPU: return "kDLWebGPU";
-    case kDLHexagon: return "kDLHexagon";
-    case kDLMAIA: return "kDLMAIA";
-    default: return "unknown";
+    case kDLCPU:
+      return "kDLCPU";
+    case kDLCUDA:
+      return "kDLCUDA";
+    case kDLCUDAHost:
+      return "kDLCUDAHost";
+    case kDLOpenCL:
+      return "kDLOpenCL";
+    case kDLVulkan:
+      return "kDLVulkan";
+    case kDLMetal:
+      return "kDLMetal";
+    case kDLVPI:
+      return "kDLVPI";
+    case kDLROCM:
+      return "kDLROCM";
+    case kDLROCMHost:
+      return "kDLROCMHost";
+    case kDLExtDev:
+      return "kDLExtDev";
+    case kDLCUDAManaged:
+      return "kDLCUDAManaged";
+    case kDLOneAPI:
+      return "kDLOneAPI";
+    case kDLWebGPU:
+      return "kDLWebGPU";
+    case kDLHexagon:
+      return "kDLHexagon";
+    case kDLMAIA:
+      return "kDLMAIA";
+    default:
+      return "unknown";
   }
 }
 
 const char* type_code_name(uint8_t code) {
   switch (code) {
-    case kDLInt: return "kDLInt";
-    case kDLUInt: return "kDLUInt";
-    case kDLFloat: return "kDLFloat";
-    case kDLOpaqueHandle: return "kDLOpaqueHandle";
-    case kDLBfloat: return "kDLBfloat";
-    case kDLComplex: return "kDLComplex";
-    case kDLBool: return "kDLBool";
-    default: return "unknown";
+    case kDLInt:
+      return "kDLInt";
+    case kDLUInt:
+      return "kDLUInt";
+    case kDLFloat:
+      return "kDLFloat";
+    case kDLOpaqueHandle:
+      return "kDLOpaqueHandle";
+    case kDLBfloat:
+      return "kDLBfloat";
+    case kDLComplex:
+      return "kDLComplex";
+    case kDLBool:
+      return "kDLBool";
+    default:
+      return "unknown";
   }
 }
 
@@ -163,16 +186,26 @@ const char* type_code_name(uint8_t code) {
 DLDataType to_dl_dtype(DType dtype) {
   DLDataType out{kDLFloat, static_cast<uint8_t>(itemsize(dtype) * 8), 1};
   switch (dtype) {
-    case DType::Bool: out.code = kDLBool; break;
-    case DType::UInt8: out.code = kDLUInt; break;
+    case DType::Bool:
+      out.code = kDLBool;
+      break;
+    case DType::UInt8:
+      out.code = kDLUInt;
+      break;
     case DType::Int8:
     case DType::Int16:
     case DType::Int32:
-    case DType::Int64: out.code = kDLInt; break;
-    case DType::BFloat16: out.code = kDLBfloat; break;
+    case DType::Int64:
+      out.code = kDLInt;
+      break;
+    case DType::BFloat16:
+      out.code = kDLBfloat;
+      break;
     case DType::Float16:
     case DType::Float32:
-    case DType::Float64: out.code = kDLFloat; break;
+    case DType::Float64:
+      out.code = kDLFloat;
+      break;
   }
   return out;
 }
@@ -202,10 +235,11 @@ DType from_dl_dtype(DLDataType dtype, const char* op) {
     case kDLBfloat:
       if (bits == 16) return DType::BFloat16;
       break;
-    default: break;
+    default:
+      break;
   }
-  fail(ErrorKind::Runtime, "[", op, "] unsupported DLPack dtype (code ",
-       type_code_name(dtype.code), " = ", int(dtype.code), ", bits ", bits,
+  fail(ErrorKind::Runtime, "[", op, "] unsupported DLPack dtype (code ", type_code_name(dtype.code),
+       " = ", int(dtype.code), ", bits ", bits,
        "): kiln has bool, uint8, int8/16/32/64, float16/32/64 and bfloat16");
 }
 
@@ -217,7 +251,8 @@ DLDevice to_dl_device(Device device) {
 Device from_dl_device(DLDevice device, const char* op) {
   switch (device.device_type) {
     case kDLCPU:
-    case kDLCUDAHost: return Device();
+    case kDLCUDAHost:
+      return Device();
     case kDLCUDA:
 #ifdef KILN_WITH_CUDA
       return Device(DeviceType::CUDA, device.device_id);
@@ -225,7 +260,8 @@ Device from_dl_device(DLDevice device, const char* op) {
       fail(ErrorKind::Runtime, "[", op, "] got a tensor on kDLCUDA:", device.device_id,
            " but kiln was built without CUDA");
 #endif
-    default: break;
+    default:
+      break;
   }
   fail(ErrorKind::Runtime, "[", op, "] unsupported DLPack device type ",
        device_type_name(device.device_type), " (", int(device.device_type),
@@ -240,8 +276,6 @@ DLManagedTensorVersioned* to_dlpack_versioned(const Tensor& t, uint64_t flags) {
 
 Tensor from_dlpack(DLManagedTensor* src, const char* op) { return import_tensor(src, op); }
 
-Tensor from_dlpack(DLManagedTensorVersioned* src, const char* op) {
-  return import_tensor(src, op);
-}
+Tensor from_dlpack(DLManagedTensorVersioned* src, const char* op) { return import_tensor(src, op); }
 
 }  // namespace kiln::dlpack

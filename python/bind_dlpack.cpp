@@ -91,11 +91,11 @@ Tensor consume(PyObject* capsule, const char* name, const char* used_name) {
 Tensor import_capsule(py::handle capsule) {
   PyObject* c = capsule.ptr();
   if (PyCapsule_IsValid(c, kVersionedCapsuleName)) {
-    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c,
-                                                                          kVersionedCapsuleName));
+    auto* m =
+        static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, kVersionedCapsuleName));
     const bool read_only = m && (m->flags & kFlagReadOnly);
-    Tensor t = consume<DLManagedTensorVersioned>(c, kVersionedCapsuleName,
-                                                 kUsedVersionedCapsuleName);
+    Tensor t =
+        consume<DLManagedTensorVersioned>(c, kVersionedCapsuleName, kUsedVersionedCapsuleName);
     // As torch.from_numpy does for non-writable arrays: kiln has no read-only tensors.
     if (read_only &&
         PyErr_WarnEx(PyExc_UserWarning,
@@ -113,10 +113,13 @@ Tensor import_capsule(py::handle capsule) {
   if (!name) PyErr_Clear();
   const std::string got = name ? name : "";
   KILN_CHECK(got != kUsedCapsuleName && got != kUsedVersionedCapsuleName, Runtime,
-             "[from_dlpack] this DLPack capsule ('", got, "') was already consumed: a capsule "
+             "[from_dlpack] this DLPack capsule ('", got,
+             "') was already consumed: a capsule "
              "makes one tensor; call __dlpack__() again for another");
-  fail(ErrorKind::Runtime, "[from_dlpack] expected a DLPack capsule named 'dltensor' or "
-       "'dltensor_versioned', got a capsule named '", got, "'");
+  fail(ErrorKind::Runtime,
+       "[from_dlpack] expected a DLPack capsule named 'dltensor' or "
+       "'dltensor_versioned', got a capsule named '",
+       got, "'");
 }
 
 // An int argument of `op`, or TypeError naming `what` (pybind11's cast message names no argument).
@@ -144,8 +147,10 @@ std::optional<bool> parse_copy(py::handle copy) {
 DLDevice parse_dl_device(py::handle dl_device, const char* op) {
   auto fields = py::reinterpret_borrow<py::sequence>(dl_device);
   if (!py::isinstance<py::tuple>(dl_device) || py::len(fields) != 2) {
-    throw py::type_error(std::string("[") + op + "] a DLPack device is a (device_type, "
-                         "device_id) tuple, got " + std::string(py::repr(dl_device)));
+    throw py::type_error(std::string("[") + op +
+                         "] a DLPack device is a (device_type, "
+                         "device_id) tuple, got " +
+                         std::string(py::repr(dl_device)));
   }
   return {static_cast<DLDeviceType>(int_arg(fields[0], op, "the device type")),
           static_cast<int32_t>(int_arg(fields[1], op, "the device id"))};
@@ -162,7 +167,8 @@ void order_consumer_stream(const Tensor& t, py::handle stream) {
   const int64_t s = stream.is_none() ? 1 : int_arg(stream, "__dlpack__", "stream");
   if (s == -1) return;
   if (s == 0 || s < -1) {
-    throw py::value_error("[__dlpack__] stream=" + std::to_string(s) + " is not valid for CUDA: "
+    throw py::value_error("[__dlpack__] stream=" + std::to_string(s) +
+                          " is not valid for CUDA: "
                           "pass 1 (legacy default stream), 2 (per-thread default stream), a "
                           "cudaStream_t, or -1 to skip synchronization");
   }
@@ -242,8 +248,10 @@ py::tuple dunder_dlpack_device(const Tensor& self) {
 
 Tensor from_dlpack_object(py::object obj) {
   if (PyCapsule_CheckExact(obj.ptr())) return import_capsule(obj);
-  KILN_CHECK(py::hasattr(obj, "__dlpack__"), Runtime, "[from_dlpack] expected an object with "
-             "__dlpack__ (a tensor or array) or a DLPack capsule, got ", type_name(obj));
+  KILN_CHECK(py::hasattr(obj, "__dlpack__"), Runtime,
+             "[from_dlpack] expected an object with "
+             "__dlpack__ (a tensor or array) or a DLPack capsule, got ",
+             type_name(obj));
   py::dict kwargs;
   kwargs["max_version"] = py::make_tuple(kMajorVersion, kMinorVersion);
   if (py::hasattr(obj, "__dlpack_device__")) {
@@ -283,8 +291,9 @@ void init_dlpack(py::module_& m, TensorClass& cls) {
   m.def("from_dlpack", &from_dlpack_object, py::arg("ext_tensor"),
         "A tensor sharing memory with `ext_tensor` (any object with __dlpack__, or a DLPack "
         "capsule).");
-  m.def("to_dlpack", [](const Tensor& tensor) { return export_capsule(tensor, false, 0); },
-        py::arg("tensor"), "A legacy 'dltensor' capsule sharing the tensor's memory.");
+  m.def(
+      "to_dlpack", [](const Tensor& tensor) { return export_capsule(tensor, false, 0); },
+      py::arg("tensor"), "A legacy 'dltensor' capsule sharing the tensor's memory.");
 }
 
 }  // namespace kiln::python

@@ -29,8 +29,9 @@ struct Foreign {
 
   Foreign(void* data, DLDataType dtype, Shape sizes, Shape strides_in)
       : shape(std::move(sizes)), strides(std::move(strides_in)) {
-    managed.dl_tensor = {data, {kDLCPU, 0}, static_cast<int32_t>(shape.size()), dtype,
-                         shape.data(), strides.empty() ? nullptr : strides.data(), 0};
+    managed.dl_tensor = {data,  {kDLCPU, 0},  static_cast<int32_t>(shape.size()),
+                         dtype, shape.data(), strides.empty() ? nullptr : strides.data(),
+                         0};
     managed.manager_ctx = this;
     managed.deleter = [](DLManagedTensor* self) {
       ++static_cast<Foreign*>(self->manager_ctx)->deletes;
@@ -76,11 +77,11 @@ TEST(DLPack, ExportKeepsStorageUntilDeleter) {
 }
 
 TEST(DLPack, EveryDTypeRoundTrips) {
-#define KILN_CHECK_DTYPE(ctype, name, pyname)                                       \
-  {                                                                               \
-    const DLDataType dl = to_dl_dtype(DType::name);                               \
-    EXPECT_EQ(dl.bits, sizeof(ctype) * 8) << #pyname;                             \
-    EXPECT_EQ(from_dl_dtype(dl, "test"), DType::name) << #pyname;                 \
+#define KILN_CHECK_DTYPE(ctype, name, pyname)                     \
+  {                                                               \
+    const DLDataType dl = to_dl_dtype(DType::name);               \
+    EXPECT_EQ(dl.bits, sizeof(ctype) * 8) << #pyname;             \
+    EXPECT_EQ(from_dl_dtype(dl, "test"), DType::name) << #pyname; \
   }
   KILN_FORALL_DTYPES(KILN_CHECK_DTYPE)
 #undef KILN_CHECK_DTYPE
