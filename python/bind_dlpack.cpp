@@ -37,15 +37,14 @@ std::string type_name(py::handle h) {
   return py::str(py::type::of(h).attr("__name__")).cast<std::string>();
 }
 
-// Unconsumed capsules free their struct; PyErr_Fetch keeps an exception in flight intact.
+// Unconsumed capsules free their struct. The deleter may run Python code (a from_numpy
+// storage drops its array), so an exception in flight is set aside meanwhile.
 template <class M>
 void destroy_capsule(PyObject* capsule, const char* name) {
   if (!PyCapsule_IsValid(capsule, name)) return;
-  PyObject *type, *value, *trace;
-  PyErr_Fetch(&type, &value, &trace);
+  py::error_scope keep_error;
   auto* m = static_cast<M*>(PyCapsule_GetPointer(capsule, name));
   if (m && m->deleter) m->deleter(m);
-  PyErr_Restore(type, value, trace);
 }
 
 void destroy_unversioned(PyObject* c) { destroy_capsule<DLManagedTensor>(c, kCapsuleName); }
