@@ -215,7 +215,8 @@ py::object dunder_dlpack(const Tensor& self, py::handle stream, py::handle max_v
 #ifdef KILN_WITH_CUDA
     order_consumer_stream(out, stream);
 #endif
-  } else if (!stream.is_none() && int_arg(stream, "__dlpack__", "stream") != -1) {
+  } else if (self.device().is_cpu() && !stream.is_none() &&
+             int_arg(stream, "__dlpack__", "stream") != -1) {
     throw py::buffer_error("[__dlpack__] stream must be None for a CPU tensor, got " +
                            std::string(py::str(stream)));
   }
