@@ -60,4 +60,5 @@ PYBIND11_MODULE(_C, m) {
   init_distributed_store(m);
   init_distributed(m);
   init_build_info(m);
+  init_dlpack(m, cls);
 }

@@ -41,5 +41,7 @@ void init_distributed_store(pybind11::module_& m);
 void init_distributed(pybind11::module_& m);
 // kiln._C._build_info, the CUDA/NCCL version queries (bind_build_info.cpp).
 void init_build_info(pybind11::module_& m);
+// Tensor.__dlpack__ / __dlpack_device__, kiln.from_dlpack, kiln.to_dlpack.
+void init_dlpack(pybind11::module_& m, TensorClass& cls);
 
 }  // namespace kiln::python

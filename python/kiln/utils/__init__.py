@@ -1,4 +1,4 @@
-"""kiln.utils: data loading (kiln.utils.data) and activation checkpointing
-(kiln.utils.checkpoint)."""
+"""kiln.utils: data loading (kiln.utils.data), activation checkpointing
+(kiln.utils.checkpoint) and DLPack exchange (kiln.utils.dlpack)."""
 
-from kiln.utils import checkpoint, data  # noqa: F401
+from kiln.utils import checkpoint, data, dlpack  # noqa: F401
