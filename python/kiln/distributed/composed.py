@@ -17,7 +17,7 @@ from kiln.distributed.distributed_c10d import (
     ReduceOp,
     _backend,
     _finish,
-    _group_peer,
+    _root,
     _member,
     _World,
     all_to_all_single,
@@ -72,9 +72,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     g = _member(group, "gather")
     if g is None:
         return None
-    if dst is None and group_dst is None:
-        dst = 0
-    root = _group_peer(g, "gather", dst, group_dst, "dst")
+    root = _root(g, "gather", dst, group_dst, "dst")
     if g.rank() != root:
         if gather_list:
             raise ValueError(f"[gather] rank {_World.rank}: gather_list must not be given on a "
@@ -92,9 +90,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     g = _member(group, "scatter")
     if g is None:
         return None
-    if src is None and group_src is None:
-        src = 0
-    root = _group_peer(g, "scatter", src, group_src, "src")
+    root = _root(g, "scatter", src, group_src, "src")
     if g.rank() != root:
         if scatter_list:
             raise ValueError(f"[scatter] rank {_World.rank}: scatter_list must not be given on "
@@ -161,9 +157,7 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     g = _member(group, "scatter_object_list")
     if g is None:
         return None
-    if src is None and group_src is None:
-        src = 0
-    root = _group_peer(g, "scatter_object_list", src, group_src, "src")
+    root = _root(g, "scatter_object_list", src, group_src, "src")
     if not isinstance(scatter_object_output_list, list) or not scatter_object_output_list:
         raise ValueError("[scatter_object_list] scatter_object_output_list must be a list "
                          "with at least one element")

@@ -345,6 +345,14 @@ def _group_peer(g, op, global_rank, group_rank, what):
     return g._ranks.index(global_rank)
 
 
+def _root(g, op, global_rank, group_rank, what):
+    """The group rank of a collective's root; when neither form is given, the group's first
+    rank (global rank 0 for the default group, where PyTorch also defaults to 0)."""
+    if global_rank is None and group_rank is None:
+        global_rank = g._ranks[0]
+    return _group_peer(g, op, global_rank, group_rank, what)
+
+
 def _backend(g, tensor, op):
     if not isinstance(tensor, kiln.Tensor):
         raise TypeError(f"[{op}] expected a kiln.Tensor, got {type(tensor).__name__}")
@@ -551,9 +559,7 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     g = _member(group, "gather_object")
     if g is None:
         return None
-    if dst is None and group_dst is None:
-        dst = 0
-    root = _group_peer(g, "gather_object", dst, group_dst, "dst")
+    root = _root(g, "gather_object", dst, group_dst, "dst")
     if g.rank() == root and (object_gather_list is None or len(object_gather_list) != g.size()):
         raise ValueError(
             f"[gather_object] rank {_World.rank}: on dst, object_gather_list must be a list of "
