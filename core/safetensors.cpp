@@ -1,0 +1,466 @@
+// Note [C++ safetensors]
+// The same file format and the same checks as python/kiln/serialization.py, for programs that
+// embed kiln without Python. The header is parsed by a small strict JSON reader: a safetensors
+// header only holds objects, arrays, strings and integers, so anything else (floats, true,
+// null, duplicate keys, trailing garbage other than the spaces that pad the header) is refused
+// rather than guessed at. Tensor bytes are little-endian (kiln runs on little-endian hosts)
+// and are copied straight into new CPU tensors.
+#include "core/safetensors.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/copy.h"
+#include "ops/creation.h"
+
+namespace kiln {
+namespace {
+
+constexpr const char* kMetadataKey = "__metadata__";
+constexpr int kMaxJsonDepth = 64;
+
+struct Json {
+  enum class Kind { Object, Array, String, Int } kind = Kind::Int;
+  std::string str;
+  int64_t num = 0;
+  std::vector<std::pair<std::string, Json>> members;  // in file order
+  std::vector<Json> items;
+};
+
+const char* kind_name(Json::Kind k) {
+  switch (k) {
+    case Json::Kind::Object: return "object";
+    case Json::Kind::Array: return "array";
+    case Json::Kind::String: return "string";
+    case Json::Kind::Int: return "integer";
+  }
+  return "?";
+}
+
+class JsonParser {
+ public:
+  // `where` prefixes every error ("[load_safetensors] <path>: ").
+  JsonParser(const std::string& text, std::string where) : s_(text), where_(std::move(where)) {}
+
+  Json parse_document() {
+    Json v = value(0);
+    skip_space();
+    if (pos_ != s_.size()) error("unexpected trailing characters");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    fail(ErrorKind::Value, where_, "header is not valid JSON (", what, " at byte ", pos_, ")");
+  }
+
+  void skip_space() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+      ++pos_;
+  }
+
+  bool consume(char c) {
+    skip_space();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  void expect(char c) {
+    if (!consume(c)) error(str_cat("expected '", c, "'"));
+  }
+
+  Json value(int depth) {
+    if (depth > kMaxJsonDepth) error("nested too deeply");
+    skip_space();
+    if (pos_ >= s_.size()) error("unexpected end");
+    char c = s_[pos_];
+    Json v;
+    if (c == '{') {
+      ++pos_;
+      v.kind = Json::Kind::Object;
+      if (consume('}')) return v;
+      do {
+        skip_space();
+        if (pos_ >= s_.size() || s_[pos_] != '"') error("expected a string key");
+        std::string key = string();
+        for (const auto& m : v.members)
+          if (m.first == key) error(str_cat("duplicate key '", key, "'"));
+        expect(':');
+        v.members.emplace_back(std::move(key), value(depth + 1));
+      } while (consume(','));
+      expect('}');
+    } else if (c == '[') {
+      ++pos_;
+      v.kind = Json::Kind::Array;
+      if (consume(']')) return v;
+      do v.items.push_back(value(depth + 1));
+      while (consume(','));
+      expect(']');
+    } else if (c == '"') {
+      v.kind = Json::Kind::String;
+      v.str = string();
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      v.kind = Json::Kind::Int;
+      v.num = integer();
+    } else {
+      error(str_cat("unsupported value starting with '", c, "' (a safetensors header holds "
+                    "only objects, arrays, strings and integers)"));
+    }
+    return v;
+  }
+
+  int64_t integer() {
+    bool negative = s_[pos_] == '-';
+    if (negative) ++pos_;
+    size_t start = pos_;
+    uint64_t mag = 0;
+    const uint64_t limit = negative ? uint64_t(1) << 63 : uint64_t(INT64_MAX);
+    while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+      uint64_t d = static_cast<uint64_t>(s_[pos_] - '0');
+      if (mag > (limit - d) / 10) error("integer out of the int64 range");
+      mag = mag * 10 + d;
+      ++pos_;
+    }
+    if (pos_ == start) error("expected digits");
+    if (s_[start] == '0' && pos_ - start > 1) error("leading zero");
+    if (pos_ < s_.size() && (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E'))
+      error("unsupported non-integer number");
+    return negative ? static_cast<int64_t>(0 - mag) : static_cast<int64_t>(mag);
+  }
+
+  unsigned hex4() {
+    if (s_.size() - pos_ < 4) error("truncated \\u escape");
+    unsigned v = 0;
+    for (int i = 0; i < 4; ++i) {
+      char c = s_[pos_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
+      else error("bad hex digit in \\u escape");
+    }
+    return v;
+  }
+
+  static void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+      out += char(cp);
+    } else if (cp < 0x800) {
+      out += char(0xC0 | (cp >> 6));
+      out += char(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += char(0xE0 | (cp >> 12));
+      out += char(0x80 | ((cp >> 6) & 0x3F));
+      out += char(0x80 | (cp & 0x3F));
+    } else {
+      out += char(0xF0 | (cp >> 18));
+      out += char(0x80 | ((cp >> 12) & 0x3F));
+      out += char(0x80 | ((cp >> 6) & 0x3F));
+      out += char(0x80 | (cp & 0x3F));
+    }
+  }
+
+  std::string string() {
+    ++pos_;  // the opening quote
+    std::string out;
+    while (true) {
+      if (pos_ >= s_.size()) error("unterminated string");
+      unsigned char c = static_cast<unsigned char>(s_[pos_++]);
+      if (c == '"') return out;
+      if (c < 0x20) error("unescaped control character in a string");
+      if (c != '\\') {
+        out += char(c);
+        continue;
+      }
+      if (pos_ >= s_.size()) error("unterminated escape");
+      char e = s_[pos_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          uint32_t cp = hex4();
+          if (cp >= 0xD800 && cp < 0xDC00) {
+            if (s_.compare(pos_, 2, "\\u") != 0) error("unpaired surrogate in \\u escape");
+            pos_ += 2;
+            uint32_t lo = hex4();
+            if (lo < 0xDC00 || lo >= 0xE000) error("unpaired surrogate in \\u escape");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xDC00 && cp < 0xE000) {
+            error("unpaired surrogate in \\u escape");
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default: error(str_cat("bad escape '\\", e, "'"));
+      }
+    }
+  }
+
+  const std::string& s_;
+  std::string where_;
+  size_t pos_ = 0;
+};
+
+void write_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  out += '"';
+}
+
+// The __metadata__ object as compact JSON, after checking it maps strings to strings.
+std::string metadata_to_json(const Json& meta, const std::string& where) {
+  KILN_CHECK(meta.kind == Json::Kind::Object, Value, where,
+             "__metadata__ must be a JSON object of strings to strings; got an ",
+             kind_name(meta.kind));
+  std::string out = "{";
+  for (const auto& [key, value] : meta.members) {
+    KILN_CHECK(value.kind == Json::Kind::String, Value, where, "__metadata__ value of '", key,
+               "' must be a string; got a ", kind_name(value.kind));
+    if (out.size() > 1) out += ',';
+    write_json_string(out, key);
+    out += ':';
+    write_json_string(out, value.str);
+  }
+  return out + "}";
+}
+
+struct DTypeCode {
+  const char* code;
+  DType dtype;
+};
+constexpr DTypeCode kCodes[] = {
+    {"F64", DType::Float64}, {"F32", DType::Float32}, {"F16", DType::Float16},
+    {"BF16", DType::BFloat16}, {"I64", DType::Int64}, {"I32", DType::Int32},
+    {"I16", DType::Int16},   {"I8", DType::Int8},     {"U8", DType::UInt8},
+    {"BOOL", DType::Bool}};
+
+const char* code_of(DType d) {
+  for (const auto& c : kCodes)
+    if (c.dtype == d) return c.code;
+  fail(ErrorKind::Type, "[save_safetensors] dtype ", d, " has no safetensors code");
+}
+
+struct Entry {
+  std::string key;
+  DType dtype;
+  Shape shape;
+  int64_t begin, end;
+};
+
+Entry check_entry(const std::string& key, const Json& e, uint64_t data_size,
+                  const std::string& where) {
+  const std::string at = str_cat(where, "tensor '", key, "': ");
+  KILN_CHECK(e.kind == Json::Kind::Object, Value, at, "entry must be a JSON object; got an ",
+             kind_name(e.kind));
+  const Json* fields[3] = {nullptr, nullptr, nullptr};
+  const char* names[3] = {"dtype", "shape", "data_offsets"};
+  for (const auto& [name, value] : e.members) {
+    for (int i = 0; i < 3; ++i)
+      if (name == names[i]) fields[i] = &value;
+  }
+  for (int i = 0; i < 3; ++i)
+    KILN_CHECK(fields[i] != nullptr, Value, at, "entry lacks '", names[i], "'");
+  const Json& code = *fields[0];
+  const DTypeCode* found = nullptr;
+  if (code.kind == Json::Kind::String)
+    for (const auto& c : kCodes)
+      if (code.str == c.code) found = &c;
+  KILN_CHECK(found != nullptr, Value, at, "unknown or unsupported dtype ",
+             code.kind == Json::Kind::String ? "'" + code.str.substr(0, 40) + "'"
+                                             : std::string("(a JSON ") + kind_name(code.kind) + ")",
+             "; kiln reads BF16, BOOL, F16, F32, F64, I16, I32, I64, I8, U8");
+  Entry out{key, found->dtype, {}, 0, 0};
+
+  const Json& shape = *fields[1];
+  KILN_CHECK(shape.kind == Json::Kind::Array, Value, at,
+             "shape must be a list of non-negative integers; got a ", kind_name(shape.kind));
+  std::vector<int64_t> dims;
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (const Json& d : shape.items) {
+    KILN_CHECK(d.kind == Json::Kind::Int && d.num >= 0, Value, at,
+               "shape must be a list of non-negative integers; got an element that is ",
+               d.kind == Json::Kind::Int ? str_cat(d.num) : str_cat("a ", kind_name(d.kind)));
+    dims.push_back(d.num);
+    uint64_t n = static_cast<uint64_t>(d.num);
+    if (n != 0 && numel > std::numeric_limits<uint64_t>::max() / n) overflow = true;
+    numel *= n;
+  }
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+    numel = 0;
+    overflow = false;
+  }
+  out.shape = Shape(dims);
+
+  const Json& offs = *fields[2];
+  KILN_CHECK(offs.kind == Json::Kind::Array && offs.items.size() == 2 &&
+                 offs.items[0].kind == Json::Kind::Int && offs.items[1].kind == Json::Kind::Int &&
+                 offs.items[0].num >= 0 && offs.items[0].num <= offs.items[1].num,
+             Value, at, "data_offsets must be [begin, end] integers with 0 <= begin <= end");
+  out.begin = offs.items[0].num;
+  out.end = offs.items[1].num;
+  const uint64_t span = static_cast<uint64_t>(out.end - out.begin);
+  const uint64_t size = itemsize(out.dtype);
+  KILN_CHECK(!overflow && numel <= std::numeric_limits<uint64_t>::max() / size &&
+                 numel * size == span,
+             Value, at, "data_offsets [", out.begin, ", ", out.end, "] span ", span,
+             " bytes but dtype ", found->code, " and shape ", dims, " need ",
+             overflow ? std::string("more than 2^64") : str_cat(numel * size));
+  KILN_CHECK(static_cast<uint64_t>(out.end) <= data_size, Value, at, "data_offsets [",
+             out.begin, ", ", out.end, "] run past the data region of ", data_size, " bytes");
+  return out;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const std::string where = str_cat("[load_safetensors] ", path, ": ");
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.is_open(), Runtime, where, "cannot open the file: ", std::strerror(errno));
+  f.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  KILN_CHECK(file_size >= 8, Value, where, "file is ", file_size,
+             " bytes, too short for the 8-byte header length");
+  unsigned char len_bytes[8];
+  f.read(reinterpret_cast<char*>(len_bytes), 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  KILN_CHECK(n <= file_size - 8, Value, where, "header length ", n,
+             " runs past the end of the file (", file_size - 8, " bytes follow the length)");
+  std::string text(n, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(n));
+  KILN_CHECK(f.good(), Runtime, where, "reading the header failed");
+  Json header = JsonParser(text, where).parse_document();
+  KILN_CHECK(header.kind == Json::Kind::Object, Value, where,
+             "header must be a JSON object; got an ", kind_name(header.kind));
+
+  const uint64_t data_start = 8 + n, data_size = file_size - data_start;
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.members) {
+    if (key == kMetadataKey) {
+      out.metadata_json = metadata_to_json(value, where);
+      continue;
+    }
+    entries.push_back(check_entry(key, value, data_size, where));
+  }
+  // Overlapping ranges would alias two tensors' bytes: a malformed or crafted file.
+  std::vector<const Entry*> by_begin;
+  for (const Entry& e : entries)
+    if (e.end > e.begin) by_begin.push_back(&e);
+  std::sort(by_begin.begin(), by_begin.end(),
+            [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_begin.size(); ++i) {
+    const Entry& a = *by_begin[i - 1];
+    const Entry& b = *by_begin[i];
+    KILN_CHECK(b.begin >= a.end, Value, where, "tensor '", b.key, "': data_offsets [", b.begin,
+               ", ", b.end, "] overlap those of tensor '", a.key, "' [", a.begin, ", ", a.end,
+               "]");
+  }
+
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    const int64_t nbytes = e.end - e.begin;
+    if (nbytes > 0) {
+      f.seekg(static_cast<std::streamoff>(data_start + e.begin));
+      f.read(static_cast<char*>(t.data_ptr()), nbytes);
+      KILN_CHECK(f.good(), Runtime, where, "tensor '", e.key, "': reading ", nbytes,
+                 " bytes failed; the file changed while loading");
+    }
+    if (e.dtype == DType::Bool) {
+      const auto* p = static_cast<const unsigned char*>(t.data_ptr());
+      for (int64_t i = 0; i < nbytes; ++i)
+        KILN_CHECK(p[i] <= 1, Value, where, "tensor '", e.key, "': BOOL byte ", i, " is ",
+                   int(p[i]), "; only 0 and 1 are booleans");
+    }
+    out.tensors.emplace(e.key, std::move(t));
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::string& metadata_json) {
+  const std::string where = str_cat("[save_safetensors] ", path, ": ");
+  std::string header = "{";
+  std::vector<Tensor> data;
+  int64_t offset = 0;
+  for (const auto& [key, t] : tensors) {
+    KILN_CHECK(key != kMetadataKey, Value, where, "'", kMetadataKey,
+               "' is reserved for the metadata and cannot name a tensor");
+    KILN_CHECK(t.defined(), Value, where, "tensor '", key, "' is undefined");
+    Tensor c = contiguous(to_device(t, Device(DeviceType::CPU)));
+    const int64_t nbytes = c.numel() * static_cast<int64_t>(c.itemsize());
+    if (header.size() > 1) header += ',';
+    write_json_string(header, key);
+    header += str_cat(":{\"dtype\":\"", code_of(c.dtype()), "\",\"shape\":[");
+    for (int64_t d = 0; d < c.dim(); ++d) header += str_cat(d ? "," : "", c.size(d));
+    header += str_cat("],\"data_offsets\":[", offset, ",", offset + nbytes, "]}");
+    offset += nbytes;
+    data.push_back(std::move(c));
+  }
+  if (!metadata_json.empty()) {
+    Json meta = JsonParser(metadata_json, where + "metadata_json: ").parse_document();
+    if (header.size() > 1) header += ',';
+    write_json_string(header, kMetadataKey);
+    header += ':' + metadata_to_json(meta, where);
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');  // padding that aligns the data section
+
+  // Written next to the target and renamed over it, so a crash never leaves half a file.
+  std::random_device rd;
+  const std::string tmp = str_cat(path, ".", std::hex, rd(), rd(), ".tmp");
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(f.is_open(), Runtime, where, "cannot create ", tmp, ": ", std::strerror(errno));
+    unsigned char len_bytes[8];
+    uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
+    f.write(reinterpret_cast<const char*>(len_bytes), 8);
+    f.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const Tensor& c : data)
+      f.write(static_cast<const char*>(c.data_ptr()),
+              static_cast<std::streamsize>(c.numel() * c.itemsize()));
+    f.flush();
+    if (!f.good()) {
+      std::remove(tmp.c_str());
+      fail(ErrorKind::Runtime, where, "writing ", tmp, " failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    fail(ErrorKind::Runtime, where, "cannot rename ", tmp, " to the target: ", reason);
+  }
+}
+
+}  // namespace kiln
