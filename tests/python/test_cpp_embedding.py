@@ -1,0 +1,124 @@
+"""Embedding kiln in C++ (roadmap capability 8): installs the current build tree into a
+temporary prefix, builds examples/cpp/digits_inference against it with find_package(kiln),
+and checks that the C++ program predicts what the Python model predicts from a checkpoint
+written by kiln.save, and that the file it writes loads in Python.
+
+The build tree is $BUILD_DIR when set, else <repo>/build (the Makefile's default).
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+
+REPO = Path(kiln.__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "cpp" / "digits_inference"
+TIMEOUT = 120  # seconds for each cmake step; a hang fails instead of blocking CI
+
+
+def _build_dir():
+    build = Path(os.environ.get("BUILD_DIR", REPO / "build"))
+    return build if build.is_absolute() else REPO / build
+
+
+def _cached(build, name):
+    for line in (build / "CMakeCache.txt").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split("=", 1)[1]
+    return ""
+
+
+def _run(cmd, **kw):
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                          timeout=TIMEOUT, **kw)
+    assert proc.returncode == 0, (
+        f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def digits_inference(tmp_path_factory):
+    """The example built against a fresh install of the current build tree."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake is not installed")
+    build = _build_dir()
+    if not (build / "CMakeCache.txt").is_file() or not (build / "cmake_install.cmake").is_file():
+        pytest.skip(f"no configured kiln build tree at {build} (set BUILD_DIR)")
+    compiler = _cached(build, "CMAKE_CXX_COMPILER")
+    if not compiler or shutil.which(compiler) is None:
+        pytest.skip(f"the C++ compiler of {build} ({compiler or 'none'}) is not available")
+    root = tmp_path_factory.mktemp("cpp_embedding")
+    prefix, app = root / "prefix", root / "app"
+    _run([cmake, "--install", build, "--prefix", prefix])
+    targets = (prefix / "lib" / "cmake" / "kiln" / "kilnTargets.cmake").read_text()
+    # The installed package must not point back into the checkout or the build tree.
+    assert str(REPO) not in targets and str(build.resolve()) not in targets
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    _run([cmake, "-S", EXAMPLE, "-B", app, *generator, f"-DCMAKE_PREFIX_PATH={prefix}",
+          f"-DCMAKE_CXX_COMPILER={compiler}", "-DCMAKE_BUILD_TYPE=Release"])
+    _run([cmake, "--build", app])
+    exe = app / "digits_inference"
+    assert exe.is_file()
+    return exe
+
+
+def _model():
+    kiln.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU(),
+                         nn.Linear(16, 10))
+
+
+def test_cpp_predicts_like_python(digits_inference, tmp_path):
+    model = _model()
+    checkpoint = tmp_path / "mlp.safetensors"
+    # The layout examples/train_digits.py writes: the state dict nested under "model".
+    kiln.save({"model": model.state_dict(), "epochs": 1, "test_accuracy": 0.5}, checkpoint)
+    features = np.random.default_rng(0).random((37, 64), dtype=np.float32)
+    features_path = tmp_path / "features.f32"
+    features.tofile(features_path)
+    with kiln.no_grad():
+        logits = model(kiln.from_numpy(features)).numpy()
+    expected = logits.argmax(axis=1)
+
+    out = tmp_path / "predictions.safetensors"
+    stdout = _run([digits_inference, checkpoint, features_path, out])
+    rows = [line.split("\t") for line in stdout.strip().splitlines()]
+    assert len(rows) == len(features)
+    printed_predictions = np.array([int(p) for p, _ in rows])
+    printed_logits = np.array([[float(v) for v in ls.split()] for _, ls in rows])
+    np.testing.assert_array_equal(printed_predictions, expected)
+    np.testing.assert_allclose(printed_logits, logits, rtol=1e-5, atol=1e-5)
+
+    # The file C++ wrote loads in Python, through kiln.load and the safetensors package.
+    saved = kiln.load(out)
+    assert saved["predictions"].dtype == kiln.int64
+    np.testing.assert_array_equal(saved["predictions"].numpy(), expected)
+    np.testing.assert_allclose(saved["logits"].numpy(), logits, rtol=1e-5, atol=1e-5)
+    st = pytest.importorskip("safetensors.numpy")
+    np.testing.assert_array_equal(st.load_file(str(out))["logits"], saved["logits"].numpy())
+
+
+def test_cpp_names_the_bad_input(digits_inference, tmp_path):
+    kiln.save({"model": _model().state_dict()}, tmp_path / "mlp.safetensors")
+    (tmp_path / "features.f32").write_bytes(np.zeros(65, np.float32).tobytes())
+    proc = subprocess.run([str(digits_inference), str(tmp_path / "mlp.safetensors"),
+                           str(tmp_path / "features.f32")], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 1
+    assert "not a whole number of rows of 64 float32 values" in proc.stderr
+
+    corrupt = tmp_path / "corrupt.safetensors"
+    data = (tmp_path / "mlp.safetensors").read_bytes()
+    corrupt.write_bytes(data[:-4])  # the last tensor's range now runs past the end
+    proc = subprocess.run([str(digits_inference), str(corrupt), str(tmp_path / "features.f32")],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 1
+    assert f"[load_safetensors] {corrupt}: tensor '" in proc.stderr
+    assert "run past the data region" in proc.stderr
