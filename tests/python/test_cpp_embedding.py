@@ -42,9 +42,34 @@ def _run(cmd, **kw):
     return proc.stdout
 
 
+# A second outside program: copies a safetensors file through C++ (load, then save with the
+# same metadata), so the test sees every dtype cross Python -> C++ -> Python.
+COPY_CPP = r"""
+#include <iostream>
+#include "core/error.h"
+#include "core/safetensors.h"
+int main(int argc, char** argv) {
+  try {
+    kiln::SafetensorsFile f = kiln::load_safetensors(argv[1]);
+    kiln::save_safetensors(argv[2], f.tensors, f.metadata_json);
+  } catch (const kiln::Error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}
+"""
+COPY_CMAKE = """
+cmake_minimum_required(VERSION 3.16)
+project(safetensors_copy LANGUAGES CXX)
+find_package(kiln CONFIG REQUIRED)
+add_executable(safetensors_copy main.cpp)
+target_link_libraries(safetensors_copy PRIVATE kiln::kiln)
+"""
+
+
 @pytest.fixture(scope="module")
-def digits_inference(tmp_path_factory):
-    """The example built against a fresh install of the current build tree."""
+def installed(tmp_path_factory):
+    """Builds outside programs against a fresh install of the current build tree."""
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.skip("cmake is not installed")
@@ -55,18 +80,35 @@ def digits_inference(tmp_path_factory):
     if not compiler or shutil.which(compiler) is None:
         pytest.skip(f"the C++ compiler of {build} ({compiler or 'none'}) is not available")
     root = tmp_path_factory.mktemp("cpp_embedding")
-    prefix, app = root / "prefix", root / "app"
+    prefix = root / "prefix"
     _run([cmake, "--install", build, "--prefix", prefix])
     targets = (prefix / "lib" / "cmake" / "kiln" / "kilnTargets.cmake").read_text()
     # The installed package must not point back into the checkout or the build tree.
     assert str(REPO) not in targets and str(build.resolve()) not in targets
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    _run([cmake, "-S", EXAMPLE, "-B", app, *generator, f"-DCMAKE_PREFIX_PATH={prefix}",
-          f"-DCMAKE_CXX_COMPILER={compiler}", "-DCMAKE_BUILD_TYPE=Release"])
-    _run([cmake, "--build", app])
-    exe = app / "digits_inference"
-    assert exe.is_file()
-    return exe
+
+    def build_program(source, name):
+        binary = root / f"{name}-build"
+        _run([cmake, "-S", source, "-B", binary, *generator, f"-DCMAKE_PREFIX_PATH={prefix}",
+              f"-DCMAKE_CXX_COMPILER={compiler}", "-DCMAKE_BUILD_TYPE=Release"])
+        _run([cmake, "--build", binary])
+        assert (binary / name).is_file()
+        return binary / name
+
+    return build_program
+
+
+@pytest.fixture(scope="module")
+def digits_inference(installed):
+    return installed(EXAMPLE, "digits_inference")
+
+
+@pytest.fixture(scope="module")
+def safetensors_copy(installed, tmp_path_factory):
+    source = tmp_path_factory.mktemp("copy_src")
+    (source / "main.cpp").write_text(COPY_CPP)
+    (source / "CMakeLists.txt").write_text(COPY_CMAKE)
+    return installed(source, "safetensors_copy")
 
 
 def _model():
@@ -122,3 +164,28 @@ def test_cpp_names_the_bad_input(digits_inference, tmp_path):
     assert proc.returncode == 1
     assert f"[load_safetensors] {corrupt}: tensor '" in proc.stderr
     assert "run past the data region" in proc.stderr
+
+
+def test_every_dtype_crosses_python_cpp_python(safetensors_copy, tmp_path):
+    g = kiln.Generator().manual_seed(0)
+    base = kiln.randn(4, 6, generator=g)
+    tensors = {
+        "float64": base.double(), "float32": base.t(),  # a transposed view: saved contiguous
+        "float16": base.half(), "bfloat16": base.bfloat16(), "int64": (base * 100).long(),
+        "int32": (base * 100).int(), "int16": (base * 100).short(), "int8": (base * 10).char(),
+        "uint8": (base.abs() * 10).byte(), "bool": base > 0,
+        "scalar": kiln.tensor(2.5), "empty": kiln.zeros(0, 3, dtype=kiln.int32),
+    }
+    saved = {"model": tensors, "epochs": 3, "name": "caf\u00e9 \"q\"", "shape": (4, 6)}
+    src, dst = tmp_path / "python.safetensors", tmp_path / "cpp.safetensors"
+    kiln.save(saved, src)
+    _run([safetensors_copy, src, dst])
+    back = kiln.load(dst)
+    assert {k: v for k, v in back.items() if k != "model"} == {
+        "epochs": 3, "name": "caf\u00e9 \"q\"", "shape": (4, 6)}
+    assert list(back["model"]) == list(tensors)
+    for key, t in tensors.items():
+        got = back["model"][key]
+        assert got.dtype == t.dtype and got.shape == t.shape, key
+        np.testing.assert_array_equal(got.float().numpy() if key == "bfloat16" else got.numpy(),
+                                      t.float().numpy() if key == "bfloat16" else t.numpy())
