@@ -8,6 +8,7 @@
 #include "core/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -346,7 +347,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f.is_open(), Runtime, where, "cannot open the file: ", std::strerror(errno));
   f.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(f.tellg());
+  const std::streamoff end = f.tellg();
+  KILN_CHECK(f.good() && end >= 0, Runtime, where, "cannot read the file (is it a directory?)");
+  const uint64_t file_size = static_cast<uint64_t>(end);
   f.seekg(0);
   KILN_CHECK(file_size >= 8, Value, where, "file is ", file_size,
              " bytes, too short for the 8-byte header length");

@@ -153,6 +153,19 @@ TEST(Safetensors, RefusesBadLengthsAndBooleans) {
             std::string::npos);
   std::remove(path.c_str());
 
+  try {
+    load_safetensors(::testing::TempDir());
+    ADD_FAILURE() << "loading a directory did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[load_safetensors] "), std::string::npos);
+  }
+  try {
+    load_safetensors(temp_path("missing"));
+    ADD_FAILURE() << "loading a missing file did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open the file"), std::string::npos);
+  }
+
   path = write_raw("boolbyte", R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", 0);
   { std::ofstream(path, std::ios::binary | std::ios::app) << "\x01\x02"; }
   EXPECT_NE(load_error(path).find("tensor 'm': BOOL byte 1 is 2"), std::string::npos);
