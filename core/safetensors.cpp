@@ -37,10 +37,14 @@ struct Json {
 
 const char* kind_name(Json::Kind k) {
   switch (k) {
-    case Json::Kind::Object: return "object";
-    case Json::Kind::Array: return "array";
-    case Json::Kind::String: return "string";
-    case Json::Kind::Int: return "integer";
+    case Json::Kind::Object:
+      return "object";
+    case Json::Kind::Array:
+      return "array";
+    case Json::Kind::String:
+      return "string";
+    case Json::Kind::Int:
+      return "integer";
   }
   return "?";
 }
@@ -115,7 +119,8 @@ class JsonParser {
       v.kind = Json::Kind::Int;
       v.num = integer();
     } else {
-      error(str_cat("unsupported value starting with '", c, "' (a safetensors header holds "
+      error(str_cat("unsupported value starting with '", c,
+                    "' (a safetensors header holds "
                     "only objects, arrays, strings and integers)"));
     }
     return v;
@@ -146,10 +151,14 @@ class JsonParser {
     for (int i = 0; i < 4; ++i) {
       char c = s_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
-      else error("bad hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= unsigned(c - 'A' + 10);
+      else
+        error("bad hex digit in \\u escape");
     }
     return v;
   }
@@ -187,14 +196,30 @@ class JsonParser {
       if (pos_ >= s_.size()) error("unterminated escape");
       char e = s_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           uint32_t cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00) {
@@ -209,7 +234,8 @@ class JsonParser {
           append_utf8(out, cp);
           break;
         }
-        default: error(str_cat("bad escape '\\", e, "'"));
+        default:
+          error(str_cat("bad escape '\\", e, "'"));
       }
     }
   }
@@ -257,11 +283,11 @@ struct DTypeCode {
   const char* code;
   DType dtype;
 };
-constexpr DTypeCode kCodes[] = {
-    {"F64", DType::Float64}, {"F32", DType::Float32}, {"F16", DType::Float16},
-    {"BF16", DType::BFloat16}, {"I64", DType::Int64}, {"I32", DType::Int32},
-    {"I16", DType::Int16},   {"I8", DType::Int8},     {"U8", DType::UInt8},
-    {"BOOL", DType::Bool}};
+constexpr DTypeCode kCodes[] = {{"F64", DType::Float64}, {"F32", DType::Float32},
+                                {"F16", DType::Float16}, {"BF16", DType::BFloat16},
+                                {"I64", DType::Int64},   {"I32", DType::Int32},
+                                {"I16", DType::Int16},   {"I8", DType::Int8},
+                                {"U8", DType::UInt8},    {"BOOL", DType::Bool}};
 
 const char* code_of(DType d) {
   for (const auto& c : kCodes)
@@ -330,13 +356,13 @@ Entry check_entry(const std::string& key, const Json& e, uint64_t data_size,
   out.end = offs.items[1].num;
   const uint64_t span = static_cast<uint64_t>(out.end - out.begin);
   const uint64_t size = itemsize(out.dtype);
-  KILN_CHECK(!overflow && numel <= std::numeric_limits<uint64_t>::max() / size &&
-                 numel * size == span,
-             Value, at, "data_offsets [", out.begin, ", ", out.end, "] span ", span,
-             " bytes but dtype ", found->code, " and shape ", dims, " need ",
-             overflow ? std::string("more than 2^64") : str_cat(numel * size));
-  KILN_CHECK(static_cast<uint64_t>(out.end) <= data_size, Value, at, "data_offsets [",
-             out.begin, ", ", out.end, "] run past the data region of ", data_size, " bytes");
+  KILN_CHECK(
+      !overflow && numel <= std::numeric_limits<uint64_t>::max() / size && numel * size == span,
+      Value, at, "data_offsets [", out.begin, ", ", out.end, "] span ", span, " bytes but dtype ",
+      found->code, " and shape ", dims, " need ",
+      overflow ? std::string("more than 2^64") : str_cat(numel * size));
+  KILN_CHECK(static_cast<uint64_t>(out.end) <= data_size, Value, at, "data_offsets [", out.begin,
+             ", ", out.end, "] run past the data region of ", data_size, " bytes");
   return out;
 }
 
@@ -386,8 +412,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     const Entry& a = *by_begin[i - 1];
     const Entry& b = *by_begin[i];
     KILN_CHECK(b.begin >= a.end, Value, where, "tensor '", b.key, "': data_offsets [", b.begin,
-               ", ", b.end, "] overlap those of tensor '", a.key, "' [", a.begin, ", ", a.end,
-               "]");
+               ", ", b.end, "] overlap those of tensor '", a.key, "' [", a.begin, ", ", a.end, "]");
   }
 
   for (const Entry& e : entries) {

@@ -1,12 +1,12 @@
 // core/safetensors.h: round trips of every dtype and layout, and the checks that refuse
 // malformed files with the file and the tensor key in the message.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -128,8 +128,8 @@ TEST(Safetensors, RefusesMalformedHeaders) {
        12, "tensor 'b': data_offsets [4, 12] overlap those of tensor 'a' [0, 8]"},
       {"meta", R"({"__metadata__":{"k":1}})", 0, "__metadata__ value of 'k' must be a string"},
       {"bool", R"({"m":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", 0, "run past"},
-      {"huge", R"({"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
-       8, "more than 2^64"},
+      {"huge", R"({"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8,
+       "more than 2^64"},
   };
   for (const Case& c : cases) {
     std::string path = write_raw(c.name, c.header, c.data);
