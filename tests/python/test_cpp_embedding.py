@@ -189,3 +189,22 @@ def test_every_dtype_crosses_python_cpp_python(safetensors_copy, tmp_path):
         assert got.dtype == t.dtype and got.shape == t.shape, key
         np.testing.assert_array_equal(got.float().numpy() if key == "bfloat16" else got.numpy(),
                                       t.float().numpy() if key == "bfloat16" else t.numpy())
+
+
+def test_safetensors_package_files_cross_cpp(safetensors_copy, tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    rng = np.random.default_rng(1)
+    arrays = {"f16": rng.standard_normal((3, 2)).astype(np.float16),
+              "u8": rng.integers(0, 255, (5,), dtype=np.uint8),
+              "b": rng.random((2, 2)) > 0.5, "i64": rng.integers(-9, 9, (), dtype=np.int64)}
+    src, dst = tmp_path / "package.safetensors", tmp_path / "cpp.safetensors"
+    st.save_file(arrays, str(src), metadata={"format": "np"})
+    _run([safetensors_copy, src, dst])
+    back = st.load_file(str(dst))
+    assert back.keys() == arrays.keys()
+    for key, a in arrays.items():
+        assert back[key].dtype == a.dtype and back[key].shape == a.shape, key
+        np.testing.assert_array_equal(back[key], a)
+    from safetensors import safe_open
+    with safe_open(str(dst), framework="np") as f:
+        assert f.metadata() == {"format": "np"}
