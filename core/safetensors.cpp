@@ -366,6 +366,28 @@ Entry check_entry(const std::string& key, const Json& e, uint64_t data_size,
   return out;
 }
 
+// The byte offset of the first byte that breaks UTF-8 (overlong forms and surrogates
+// included), or -1. Python's loader decodes the header as UTF-8, so keys agree in both.
+int64_t invalid_utf8_at(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : 9;
+    if (n == 9 || i + n >= s.size()) return static_cast<int64_t>(i);
+    uint32_t cp = n == 0 ? c : c & (0x3F >> n);
+    for (size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 0x2) return static_cast<int64_t>(i);
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    const uint32_t min_cp[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
+      return static_cast<int64_t>(i);
+    i += n + 1;
+  }
+  return -1;
+}
+
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
@@ -388,6 +410,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::string text(n, '\0');
   f.read(text.data(), static_cast<std::streamsize>(n));
   KILN_CHECK(f.good(), Runtime, where, "reading the header failed");
+  const int64_t bad = invalid_utf8_at(text);
+  KILN_CHECK(bad < 0, Value, where, "header is not valid UTF-8 (at byte ", bad, ")");
   Json header = JsonParser(text, where).parse_document();
   KILN_CHECK(header.kind == Json::Kind::Object, Value, where,
              "header must be a JSON object; got an ", kind_name(header.kind));
@@ -445,6 +469,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     KILN_CHECK(key != kMetadataKey, Value, where, "'", kMetadataKey,
                "' is reserved for the metadata and cannot name a tensor");
     KILN_CHECK(t.defined(), Value, where, "tensor '", key, "' is undefined");
+    KILN_CHECK(invalid_utf8_at(key) < 0, Value, where, "tensor key '", key, "' is not valid UTF-8");
     Tensor c = contiguous(to_device(t, Device(DeviceType::CPU)));
     const int64_t nbytes = c.numel() * static_cast<int64_t>(c.itemsize());
     if (header.size() > 1) header += ',';
@@ -456,6 +481,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     data.push_back(std::move(c));
   }
   if (!metadata_json.empty()) {
+    KILN_CHECK(invalid_utf8_at(metadata_json) < 0, Value, where,
+               "metadata_json is not valid UTF-8");
     Json meta = JsonParser(metadata_json, where + "metadata_json: ").parse_document();
     if (header.size() > 1) header += ',';
     write_json_string(header, kMetadataKey);

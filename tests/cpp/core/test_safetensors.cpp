@@ -111,6 +111,8 @@ TEST(Safetensors, RefusesMalformedHeaders) {
        "unsupported value"},
       {"dupkey", R"({"a":{},"a":{}})", 0, "duplicate key 'a'"},
       {"array", "[]", 0, "header must be a JSON object"},
+      {"utf8", "{\"a\xff\":{}}", 0, "header is not valid UTF-8 (at byte 3)"},
+      {"overlong", "{\"\xc0\xaf\":{}}", 0, "header is not valid UTF-8 (at byte 2)"},
       {"dtype", R"({"w":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}})", 1,
        "tensor 'w': unknown or unsupported dtype 'F8'"},
       {"missing", R"({"w":{"dtype":"F32","shape":[1]}})", 4, "tensor 'w': entry lacks"},
@@ -178,6 +180,9 @@ TEST(Safetensors, SaveRefusesReservedKeysAndBadMetadata) {
   EXPECT_THROW(save_safetensors(path, reserved), Error);
   EXPECT_THROW(save_safetensors(path, {}, "{\"k\":[1]}"), Error);
   EXPECT_THROW(save_safetensors(path, {}, "not json"), Error);
+  EXPECT_THROW(save_safetensors(path, {}, "{\"k\":\"\xff\"}"), Error);
+  std::map<std::string, Tensor> bad_key{{"w\xff", values({1}, DType::Float32)}};
+  EXPECT_THROW(save_safetensors(path, bad_key), Error);
   std::ifstream in(path);
   EXPECT_FALSE(in.good());  // nothing was written
 }
