@@ -38,13 +38,13 @@ struct Json {
 const char* kind_name(Json::Kind k) {
   switch (k) {
     case Json::Kind::Object:
-      return "object";
+      return "an object";
     case Json::Kind::Array:
-      return "array";
+      return "an array";
     case Json::Kind::String:
-      return "string";
+      return "a string";
     case Json::Kind::Int:
-      return "integer";
+      return "an integer";
   }
   return "?";
 }
@@ -265,12 +265,12 @@ void write_json_string(std::string& out, const std::string& s) {
 // The __metadata__ object as compact JSON, after checking it maps strings to strings.
 std::string metadata_to_json(const Json& meta, const std::string& where) {
   KILN_CHECK(meta.kind == Json::Kind::Object, Value, where,
-             "__metadata__ must be a JSON object of strings to strings; got an ",
+             "__metadata__ must be a JSON object of strings to strings; got ",
              kind_name(meta.kind));
   std::string out = "{";
   for (const auto& [key, value] : meta.members) {
     KILN_CHECK(value.kind == Json::Kind::String, Value, where, "__metadata__ value of '", key,
-               "' must be a string; got a ", kind_name(value.kind));
+               "' must be a string; got ", kind_name(value.kind));
     if (out.size() > 1) out += ',';
     write_json_string(out, key);
     out += ':';
@@ -305,7 +305,7 @@ struct Entry {
 Entry check_entry(const std::string& key, const Json& e, uint64_t data_size,
                   const std::string& where) {
   const std::string at = str_cat(where, "tensor '", key, "': ");
-  KILN_CHECK(e.kind == Json::Kind::Object, Value, at, "entry must be a JSON object; got an ",
+  KILN_CHECK(e.kind == Json::Kind::Object, Value, at, "entry must be a JSON object; got ",
              kind_name(e.kind));
   const Json* fields[3] = {nullptr, nullptr, nullptr};
   const char* names[3] = {"dtype", "shape", "data_offsets"};
@@ -322,20 +322,20 @@ Entry check_entry(const std::string& key, const Json& e, uint64_t data_size,
       if (code.str == c.code) found = &c;
   KILN_CHECK(found != nullptr, Value, at, "unknown or unsupported dtype ",
              code.kind == Json::Kind::String ? "'" + code.str.substr(0, 40) + "'"
-                                             : std::string("(a JSON ") + kind_name(code.kind) + ")",
+                                             : std::string("(") + kind_name(code.kind) + ")",
              "; kiln reads BF16, BOOL, F16, F32, F64, I16, I32, I64, I8, U8");
   Entry out{key, found->dtype, {}, 0, 0};
 
   const Json& shape = *fields[1];
   KILN_CHECK(shape.kind == Json::Kind::Array, Value, at,
-             "shape must be a list of non-negative integers; got a ", kind_name(shape.kind));
+             "shape must be a list of non-negative integers; got ", kind_name(shape.kind));
   std::vector<int64_t> dims;
   uint64_t numel = 1;
   bool overflow = false;
   for (const Json& d : shape.items) {
     KILN_CHECK(d.kind == Json::Kind::Int && d.num >= 0, Value, at,
                "shape must be a list of non-negative integers; got an element that is ",
-               d.kind == Json::Kind::Int ? str_cat(d.num) : str_cat("a ", kind_name(d.kind)));
+               d.kind == Json::Kind::Int ? str_cat(d.num) : kind_name(d.kind));
     dims.push_back(d.num);
     uint64_t n = static_cast<uint64_t>(d.num);
     if (n != 0 && numel > std::numeric_limits<uint64_t>::max() / n) overflow = true;
@@ -413,8 +413,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const int64_t bad = invalid_utf8_at(text);
   KILN_CHECK(bad < 0, Value, where, "header is not valid UTF-8 (at byte ", bad, ")");
   Json header = JsonParser(text, where).parse_document();
-  KILN_CHECK(header.kind == Json::Kind::Object, Value, where,
-             "header must be a JSON object; got an ", kind_name(header.kind));
+  KILN_CHECK(header.kind == Json::Kind::Object, Value, where, "header must be a JSON object; got ",
+             kind_name(header.kind));
 
   const uint64_t data_start = 8 + n, data_size = file_size - data_start;
   SafetensorsFile out;
