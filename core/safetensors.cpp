@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -394,6 +395,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = str_cat("[load_safetensors] ", path, ": ");
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f.is_open(), Runtime, where, "cannot open the file: ", std::strerror(errno));
+  // A directory opens as a stream on Linux and seeks to a meaningless end on some filesystems.
+  std::error_code ec;
+  KILN_CHECK(std::filesystem::is_regular_file(path, ec), Runtime, where,
+             "cannot read the file (not a regular file: is it a directory?)");
   f.seekg(0, std::ios::end);
   const std::streamoff end = f.tellg();
   KILN_CHECK(f.good() && end >= 0, Runtime, where, "cannot read the file (is it a directory?)");
