@@ -15,6 +15,24 @@ namespace kiln::python {
 
 namespace {
 
+// The group handed to Python: when its last reference goes, the GIL is released before the
+// backend's destructor runs. That destructor joins the backend's threads, and a thread may
+// be dropping the last reference to a tensor that has a Python object, which takes the GIL:
+// destroying the group with the GIL held deadlocked (destroy_process_group hung).
+std::shared_ptr<distributed::ProcessGroup> destroyed_without_gil(
+    std::shared_ptr<distributed::ProcessGroup> group) {
+  distributed::ProcessGroup* raw = group.get();
+  return std::shared_ptr<distributed::ProcessGroup>(
+      raw, [group = std::move(group)](distributed::ProcessGroup*) mutable {
+        if (PyGILState_Check()) {
+          py::gil_scoped_release release;
+          group.reset();
+        } else {
+          group.reset();
+        }
+      });
+}
+
 using distributed::Millis;
 using distributed::ProcessGroup;
 using distributed::ReduceOp;
@@ -140,7 +158,8 @@ void init_distributed(py::module_& m) {
                 const py::object& timeout) {
         auto o = options(timeout, -1);
         py::gil_scoped_release release;
-        return distributed::make_gloo_process_group(std::move(store), rank, size, o);
+        return destroyed_without_gil(
+            distributed::make_gloo_process_group(std::move(store), rank, size, o));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout") = py::none());
   d.def(
@@ -149,7 +168,8 @@ void init_distributed(py::module_& m) {
                 const py::object& timeout, int device) {
         auto o = options(timeout, device);
         py::gil_scoped_release release;
-        return distributed::make_nccl_process_group(std::move(store), rank, size, o);
+        return destroyed_without_gil(
+            distributed::make_nccl_process_group(std::move(store), rank, size, o));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout") = py::none(),
       py::arg("device") = -1);
