@@ -1,12 +1,12 @@
 """Adadelta: steps scaled by the ratio of running RMS of past updates and of gradients."""
 
 import kiln
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import _TensorOpOptimizer, _check_flags, _check_value, _new_step
 
 __all__ = ["Adadelta"]
 
 
-class Adadelta(Optimizer):
+class Adadelta(_TensorOpOptimizer):
     """PyTorch's Adadelta (lr multiplies the Adadelta update; 1.0 is the paper's method)."""
 
     _group_key_defaults = {
@@ -22,10 +22,6 @@ class Adadelta(Optimizer):
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        """One update of every parameter with a gradient; returns closure()'s loss."""
-        return self._tensor_op_step(closure, self._update)
 
     @staticmethod
     def _init_state(p, st, group):

@@ -2,7 +2,7 @@
 
 import kiln
 from kiln import _C
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import Optimizer, _check_adam_args, _check_flags, _new_step
 
 __all__ = ["Adam"]
 
@@ -18,11 +18,7 @@ class Adam(Optimizer):
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
         name = type(self).__name__
-        _check_value(name, 0.0 <= lr, "learning rate", lr)
-        _check_value(name, 0.0 <= eps, "epsilon value", eps)
-        _check_value(name, 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0])
-        _check_value(name, 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1])
-        _check_value(name, 0.0 <= weight_decay, "weight_decay value", weight_decay)
+        _check_adam_args(name, lr, eps, betas, weight_decay)
         _check_flags(name, foreach, fused, differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable,

@@ -1,12 +1,12 @@
 """Adamax: Adam with the infinity norm in place of the second moment."""
 
 import kiln
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import _TensorOpOptimizer, _check_adam_args, _check_flags, _new_step
 
 __all__ = ["Adamax"]
 
 
-class Adamax(Optimizer):
+class Adamax(_TensorOpOptimizer):
     """PyTorch's Adamax: exp_inf = max(beta2 * exp_inf, |grad| + eps)."""
 
     _group_key_defaults = {
@@ -14,20 +14,12 @@ class Adamax(Optimizer):
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
-        _check_value("Adamax", 0.0 <= lr, "learning rate", lr)
-        _check_value("Adamax", 0.0 <= eps, "epsilon value", eps)
-        _check_value("Adamax", 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0])
-        _check_value("Adamax", 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1])
-        _check_value("Adamax", 0.0 <= weight_decay, "weight_decay value", weight_decay)
+        _check_adam_args("Adamax", lr, eps, betas, weight_decay)
         _check_flags("Adamax", foreach, None, differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        """One update of every parameter with a gradient; returns closure()'s loss."""
-        return self._tensor_op_step(closure, self._update)
 
     @staticmethod
     def _init_state(p, st, group):

@@ -1,12 +1,12 @@
 """NAdam: Adam with Nesterov momentum and a momentum schedule."""
 
 import kiln
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import _TensorOpOptimizer, _check_adam_args, _check_flags, _check_value, _new_step
 
 __all__ = ["NAdam"]
 
 
-class NAdam(Optimizer):
+class NAdam(_TensorOpOptimizer):
     """PyTorch's NAdam. State "mu_product" (the product of the momentum schedule so far) is a
     0-d float32 tensor on the host, like "step", as PyTorch keeps it."""
 
@@ -17,11 +17,7 @@ class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):
-        _check_value("NAdam", 0.0 <= lr, "learning rate", lr)
-        _check_value("NAdam", 0.0 <= eps, "epsilon value", eps)
-        _check_value("NAdam", 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0])
-        _check_value("NAdam", 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1])
-        _check_value("NAdam", 0.0 <= weight_decay, "weight_decay value", weight_decay)
+        _check_adam_args("NAdam", lr, eps, betas, weight_decay)
         _check_value("NAdam", 0.0 <= momentum_decay, "momentum_decay value", momentum_decay)
         _check_flags("NAdam", foreach, None, differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
@@ -29,10 +25,6 @@ class NAdam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        """One update of every parameter with a gradient; returns closure()'s loss."""
-        return self._tensor_op_step(closure, self._update)
 
     @staticmethod
     def _init_state(p, st, group):
@@ -46,7 +38,7 @@ class NAdam(Optimizer):
         # mu_product feeds host-side step sizes: kept on the host in float32 (no device sync).
         if key == "mu_product":
             return value.to(dtype=kiln.float32, device="cpu").clone()
-        return Optimizer._cast_state(param, value, key)
+        return _TensorOpOptimizer._cast_state(param, value, key)
 
     @staticmethod
     def _update(p, grad, st, group):

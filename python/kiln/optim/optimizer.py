@@ -339,6 +339,15 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": new_groups})
 
 
+class _TensorOpOptimizer(Optimizer):
+    """An optimizer without a fused kernel: subclasses define _init_state(p, state, group) and
+    _update(p, grad, state, group), and step runs them through _tensor_op_step."""
+
+    def step(self, closure=None):
+        """One update of every parameter with a gradient; returns closure()'s loss."""
+        return self._tensor_op_step(closure, self._update)
+
+
 def _check_flags(cls_name, foreach, fused, differentiable):
     """The implementation switches PyTorch takes. kiln always runs one multi-tensor step per
     group, so foreach/fused only select what PyTorch would; differentiable steps need autograd
@@ -354,6 +363,15 @@ def _check_flags(cls_name, foreach, fused, differentiable):
 def _check_value(cls_name, ok, what, value):
     if not ok:
         raise ValueError(f"[{cls_name}] Invalid {what}: {value}")
+
+
+def _check_adam_args(cls_name, lr, eps, betas, weight_decay):
+    """The hyperparameter checks the Adam family shares, in PyTorch's order."""
+    _check_value(cls_name, 0.0 <= lr, "learning rate", lr)
+    _check_value(cls_name, 0.0 <= eps, "epsilon value", eps)
+    _check_value(cls_name, 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0])
+    _check_value(cls_name, 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1])
+    _check_value(cls_name, 0.0 <= weight_decay, "weight_decay value", weight_decay)
 
 
 def _new_step():

@@ -4,12 +4,12 @@ second-moment estimate is too young to trust)."""
 import math
 
 import kiln
-from kiln.optim.optimizer import Optimizer, _check_flags, _check_value, _new_step
+from kiln.optim.optimizer import _TensorOpOptimizer, _check_adam_args, _check_flags, _new_step
 
 __all__ = ["RAdam"]
 
 
-class RAdam(Optimizer):
+class RAdam(_TensorOpOptimizer):
     """PyTorch's RAdam (optionally with AdamW's decoupled weight decay)."""
 
     _group_key_defaults = {
@@ -19,21 +19,13 @@ class RAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
-        _check_value("RAdam", 0.0 <= lr, "learning rate", lr)
-        _check_value("RAdam", 0.0 <= eps, "epsilon value", eps)
-        _check_value("RAdam", 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0])
-        _check_value("RAdam", 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1])
-        _check_value("RAdam", 0.0 <= weight_decay, "weight_decay value", weight_decay)
+        _check_adam_args("RAdam", lr, eps, betas, weight_decay)
         _check_flags("RAdam", foreach, None, differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def step(self, closure=None):
-        """One update of every parameter with a gradient; returns closure()'s loss."""
-        return self._tensor_op_step(closure, self._update)
 
     @staticmethod
     def _init_state(p, st, group):
