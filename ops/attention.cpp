@@ -11,6 +11,7 @@
 #include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/linalg.h"
+#include "ops/attention.h"
 #include "ops/nn_functional.h"
 #include "ops/view.h"
 

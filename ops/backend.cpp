@@ -53,6 +53,8 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.max_pool2d_backward) missing.push_back("max_pool2d_backward");
   if (!b.avg_pool2d_forward) missing.push_back("avg_pool2d_forward");
   if (!b.avg_pool2d_backward) missing.push_back("avg_pool2d_backward");
+  if (!b.attention_forward) missing.push_back("attention_forward");
+  if (!b.attention_backward) missing.push_back("attention_backward");
   // The linalg_* families are CPU-only on purpose: CUDA inputs run them through the CPU
   // (Note [CUDA linear algebra through the CPU], ops/linalg_decomp.cpp).
   return missing;

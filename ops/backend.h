@@ -33,6 +33,8 @@ struct RandomParams {
 
 struct OptimizerStep;  // ops/optim.h
 struct Pool2dParams;   // ops/pool2d.h
+struct AttentionParams;  // ops/attention.h
+enum class AttentionImpl : int8_t;
 
 struct Backend {
   // out = op(in); in already broadcast to out's shape and in the compute dtype.
@@ -172,6 +174,17 @@ struct Backend {
   void (*avg_pool2d_forward)(const Tensor& out, const Tensor& in, const Pool2dParams& p) = nullptr;
   void (*avg_pool2d_backward)(const Tensor& grad_in, const Tensor& grad_out,
                               const Pool2dParams& p) = nullptr;
+  // Fused scaled-dot-product attention (Note [Fused attention] in ops/attention.h): out and
+  // the row log-sum-exp lse from q, k, v and an optional mask; the backward recomputes the
+  // scores and writes dq, dk, dv. The forward returns the implementation it ran, None (nothing
+  // written) when no allowed one takes the inputs: the front end then uses the math composite.
+  AttentionImpl (*attention_forward)(const Tensor& out, const Tensor& lse, const Tensor& q,
+                            const Tensor& k, const Tensor& v, const Tensor& mask,
+                            const AttentionParams& p) = nullptr;
+  void (*attention_backward)(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                             const Tensor& dout, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& out, const Tensor& lse,
+                             const Tensor& mask, const AttentionParams& p) = nullptr;
   // Dense decompositions (ops/linalg_decomp.cpp). Every tensor is contiguous [B, rows, cols]
   // (vectors [B, k], info and rank [B] int64) of float32 or float64; only the CPU has them
   // (Note [CUDA linear algebra through the CPU]). info is LAPACK's: 0, or the 1-based index

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "ops/attention.h"  // scaled_dot_product_attention
 
 namespace kiln {
 
@@ -81,17 +82,6 @@ Tensor normalize(const Tensor& input, double p = 2.0, int64_t dim = 1, double ep
 // Cosine of the angle between x1 and x2 (broadcast) along dim; each norm is
 // clamped at eps.
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
-// softmax(q @ k^T * scale + mask) @ v for [..., L, E] queries and [..., S, E]
-// keys / [..., S, Ev] values. A bool attn_mask keeps the True positions, a
-// floating one is added; is_causal masks keys after each query (top-left
-// aligned); scale defaults to 1/sqrt(E); enable_gqa repeats key/value heads
-// (dim -3) to match the query heads; dropout_p > 0 drops attention weights
-// (always, as PyTorch does: callers pass 0 in eval mode).
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const std::optional<Tensor>& attn_mask = std::nullopt,
-                                    double dropout_p = 0.0, bool is_causal = false,
-                                    std::optional<double> scale = std::nullopt,
-                                    bool enable_gqa = false);
 // Rows of weight [num_embeddings, dim] picked by integer `input`; the backward
 // scatter-adds into a zero gradient (repeated indices accumulate). padding_idx
 // may be negative (counted from the end); its row gets no gradient.
