@@ -19,6 +19,12 @@ struct BackendFlags {
   // Convolutions on CUDA go through cuDNN when kiln was built with it; off:
   // the GEMM composition every device runs (PyTorch's default: on).
   bool cudnn_enabled = true;
+  // Scaled-dot-product attention implementations the dispatcher may pick (PyTorch's
+  // torch.backends.cuda.enable_*_sdp; Note [Choosing an attention kernel] in ops/attention.cpp).
+  bool sdp_flash = true;
+  bool sdp_mem_efficient = true;
+  bool sdp_cudnn = true;
+  bool sdp_math = true;
 };
 
 BackendFlags backend_flags();

@@ -20,6 +20,10 @@ bool* field(BackendFlags& f, const std::string& name) {
   if (name == "cudnn_benchmark") return &f.cudnn_benchmark;
   if (name == "cudnn_deterministic") return &f.cudnn_deterministic;
   if (name == "cudnn_enabled") return &f.cudnn_enabled;
+  if (name == "sdp_flash") return &f.sdp_flash;
+  if (name == "sdp_mem_efficient") return &f.sdp_mem_efficient;
+  if (name == "sdp_cudnn") return &f.sdp_cudnn;
+  if (name == "sdp_math") return &f.sdp_math;
   fail(ErrorKind::Value, "[kiln.backends] unknown flag '", name, "'");
 }
 

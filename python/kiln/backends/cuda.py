@@ -1,4 +1,8 @@
-"""kiln.backends.cuda: ``kiln.backends.cuda.matmul.allow_tf32`` (default False)."""
+"""kiln.backends.cuda: ``kiln.backends.cuda.matmul.allow_tf32`` (default False) and the
+scaled-dot-product attention switches (``enable_flash_sdp`` & co., all on by default; see
+kiln.nn.attention for what each selects)."""
+
+import contextlib
 
 from kiln import _C
 from kiln.backends._flag import Flag
@@ -16,3 +20,37 @@ matmul = _MatmulFlags()
 
 def is_built():
     return _C._cuda_is_built()
+
+
+def _sdp_switch(flag):
+    def enable(enabled):
+        _C._set_backend_flag(flag, bool(enabled))
+
+    def enabled():
+        return _C._get_backend_flag(flag)
+
+    return enable, enabled
+
+
+enable_flash_sdp, flash_sdp_enabled = _sdp_switch("sdp_flash")
+enable_mem_efficient_sdp, mem_efficient_sdp_enabled = _sdp_switch("sdp_mem_efficient")
+enable_cudnn_sdp, cudnn_sdp_enabled = _sdp_switch("sdp_cudnn")
+enable_math_sdp, math_sdp_enabled = _sdp_switch("sdp_math")
+
+
+@contextlib.contextmanager
+def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True,
+               enable_cudnn=True):
+    """PyTorch's older (deprecated) spelling of kiln.nn.attention.sdpa_kernel."""
+    switches = [(enable_flash_sdp, flash_sdp_enabled, enable_flash),
+                (enable_math_sdp, math_sdp_enabled, enable_math),
+                (enable_mem_efficient_sdp, mem_efficient_sdp_enabled, enable_mem_efficient),
+                (enable_cudnn_sdp, cudnn_sdp_enabled, enable_cudnn)]
+    saved = [get() for _, get, _ in switches]
+    try:
+        for set_, _, value in switches:
+            set_(value)
+        yield
+    finally:
+        for (set_, _, _), value in zip(switches, saved):
+            set_(value)

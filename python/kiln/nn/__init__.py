@@ -6,3 +6,4 @@ from kiln.nn.modules import *  # noqa: F401,F403
 from kiln.nn.modules import Module  # noqa: F401
 from kiln.nn import init, utils  # noqa: F401
 from kiln.nn import parallel  # noqa: F401
+from kiln.nn import attention  # noqa: F401
