@@ -99,6 +99,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 1 && b.dim() == 1) return dot(a, b);
   if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
   if (a.dim() == 2 && b.dim() == 1) return mv(a, b);
+  if (a.dim() >= 3 && b.dim() <= 2) {
+    // [..., m, k] @ [k, n] (or [k]) is one GEMM over all rows, as in PyTorch: broadcasting b
+    // over a's batch would run a batched GEMM against an expanded weight, whose gradient is a
+    // [batch, k, n] tensor summed afterwards.
+    KILN_CHECK(a.size(-1) == b.size(0), Runtime, "[matmul] shapes ", a.sizes(), " and ",
+               b.sizes(), " cannot be multiplied (", a.size(-1), " vs ", b.size(0),
+               " in the contracted dimension)");
+    Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
+    Tensor rows = reshape(a, {shape_numel(out_shape), a.size(-1)});
+    if (b.dim() == 1) return reshape(mv(rows, b), out_shape);
+    out_shape.push_back(b.size(1));
+    return reshape(mm(rows, b), out_shape);
+  }
   // Promote vectors to matrices, broadcast the batch dims, multiply, undo.
   Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;
   Tensor y = b.dim() == 1 ? unsqueeze(b, 1) : b;
