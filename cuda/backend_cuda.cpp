@@ -26,6 +26,7 @@ const bool g_registered = [] {
   install_amp_kernels(table);
   install_batch_norm_kernels(table);
   install_pooling_kernels(table);
+  install_attention_kernels(table);
   register_cuda_backend(&table);
 #ifdef KILN_WITH_CUDNN
   register_cudnn_conv();  // optional: conv composes from GEMMs without it

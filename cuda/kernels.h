@@ -37,5 +37,7 @@ void install_amp_kernels(Backend& b);
 void install_batch_norm_kernels(Backend& b);
 // max_pool2d_forward / backward, avg_pool2d_forward / backward.
 void install_pooling_kernels(Backend& b);
+// scaled-dot-product attention (cuda/attention_dispatch.cpp): cuDNN or kiln's own kernels.
+void install_attention_kernels(Backend& b);
 
 }  // namespace kiln::cuda
