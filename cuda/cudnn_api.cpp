@@ -28,6 +28,7 @@ const CudnnApi* open_cudnn() {
 #undef KILN_CUDNN_LOAD
   // Status codes and the sub-library layout this code relies on are cuDNN 9's.
   if (api.cudnnGetVersion() < 90000) return nullptr;
+  api.library = lib;
   return &api;
 }
 

@@ -47,6 +47,9 @@ struct CudnnApi {
 #define KILN_CUDNN_MEMBER(name) decltype(&::name) name = nullptr;
   KILN_CUDNN_FUNCTIONS(KILN_CUDNN_MEMBER)
 #undef KILN_CUDNN_MEMBER
+  // dlopen's handle of the library, for code that resolves further entry points itself (the
+  // cuDNN frontend: Note [cuDNN attention] in cuda/cudnn_attention.cpp).
+  void* library = nullptr;
 };
 
 // The opened library's entry points, or nullptr when no cuDNN 9 with all of

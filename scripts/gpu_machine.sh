@@ -21,6 +21,9 @@ step() {  # step <name> <command...>
 
 step configure cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DPython_EXECUTABLE="$(command -v python3)"
+# cuDNN attention needs third_party/cudnn_frontend, carried here (this machine is offline).
+summary+=("$(grep -o -m1 'kiln: cuDNN attention .*' "$LOG_DIR/configure.log" ||
+  echo 'kiln: cuDNN attention not reported by configure')")
 step build cmake --build build -j "$(nproc)"
 step test-cpp ctest --test-dir build --output-on-failure -j "$(nproc)"
 step test-python python3 -m pytest -q -rs -p no:cacheprovider tests/python
