@@ -5,34 +5,30 @@
 #include "cuda/attention.h"
 #include "cuda/kernels.h"
 #include "ops/attention.h"
-#ifdef KILN_WITH_CUDNN_ATTENTION
 #include "cuda/cudnn_attention.h"
-#endif
 
 namespace kiln::cuda {
 
 namespace {
 
-#ifdef KILN_WITH_CUDNN_ATTENTION
 // cuDNN must be able to run the backward too: the backward reruns the forward's
 // implementation (cuDNN's lse and dropout stream are its own), and the forward cannot know
-// whether a backward follows.
+// whether a backward follows. Masked attention stays with kiln's kernels: cuDNN does not
+// promise Note [Fused attention]'s zeros for a row an additive mask drops entirely, and the
+// dispatcher cannot see the mask's values.
 bool cudnn_takes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                  const AttentionParams& p) {
-  return p.allow_cudnn && cudnn_attention_available() &&
+  return p.allow_cudnn && !mask.defined() && cudnn_attention_available() &&
          cudnn_attention_supports(q, k, v, mask, p, /*backward=*/true);
 }
-#endif
 
 AttentionImpl attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                 const Tensor& k, const Tensor& v, const Tensor& mask,
                                 const AttentionParams& p) {
-#ifdef KILN_WITH_CUDNN_ATTENTION
   if (cudnn_takes(q, k, v, mask, p)) {
     cudnn_attention_forward(out, lse, q, k, v, mask, p);
     return AttentionImpl::Cudnn;
   }
-#endif
   if (p.allow_kiln && flash_attention_supports(q.dtype(), q.size(3), v.size(3))) {
     flash_attention_forward(out, lse, q, k, v, mask, p);
     return AttentionImpl::Kiln;
@@ -44,11 +40,9 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& mask, const AttentionParams& p) {
   switch (p.impl) {
-#ifdef KILN_WITH_CUDNN_ATTENTION
     case AttentionImpl::Cudnn:
       cudnn_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, mask, p);
       return;
-#endif
     case AttentionImpl::Kiln:
       flash_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, mask, p);
       return;

@@ -253,13 +253,21 @@ Tensor attention_fused(const Attention4d& a, AttentionParams p) {
              if (GradMode::is_enabled()) return attention_backward_composite(g[0], s, p);
              Tensor q = unit_last(detach(s.q)), k = unit_last(detach(s.k)),
                     v = unit_last(detach(s.v));
-             Tensor dout = unit_last(to_dtype(g[0], q.dtype()));
+             // dout in the output's own layout (gradients of a sum arrive with zero strides):
+             // a dense, aligned operand, and cuDNN reuses the graph its forward checked.
+             Tensor o = detach(so.unpack(self));
+             Tensor dout = to_dtype(g[0], q.dtype());
+             if (dout.strides() != o.strides()) {
+               Tensor dense = alloc_like_layout(o.sizes(), o);
+               copy_(dense, dout);
+               dout = dense;
+             }
              Tensor dq = alloc_like_layout(q.sizes(), q);
              Tensor dk = alloc_like_layout(k.sizes(), k);
              Tensor dv = alloc_like_layout(v.sizes(), v);
              const Device d = q.device();
              require_kernel(backend(d).attention_backward, "scaled_dot_product_attention_backward",
-                            d)(dq, dk, dv, dout, q, k, v, detach(so.unpack(self)), lse, mask, p);
+                            d)(dq, dk, dv, dout, q, k, v, o, lse, mask, p);
              return {dq, dk, dv};
            });
   }
