@@ -253,11 +253,13 @@ Tensor attention_fused(const Attention4d& a, AttentionParams p) {
              if (GradMode::is_enabled()) return attention_backward_composite(g[0], s, p);
              Tensor q = unit_last(detach(s.q)), k = unit_last(detach(s.k)),
                     v = unit_last(detach(s.v));
-             // dout in the output's own layout (gradients of a sum arrive with zero strides):
-             // a dense, aligned operand, and cuDNN reuses the graph its forward checked.
+             // A dout with broadcast (zero) strides, as the gradient of a sum arrives, is
+             // copied into the output's layout; any other unit-last-dim layout is read in place.
              Tensor o = detach(so.unpack(self));
              Tensor dout = to_dtype(g[0], q.dtype());
-             if (dout.strides() != o.strides()) {
+             bool broadcast = dout.stride(3) != 1 && dout.size(3) > 1;
+             for (int d = 0; d < 3; ++d) broadcast |= dout.stride(d) == 0 && dout.size(d) > 1;
+             if (broadcast) {
                Tensor dense = alloc_like_layout(o.sizes(), o);
                copy_(dense, dout);
                dout = dense;
