@@ -50,6 +50,7 @@ from kiln.amp.autocast_mode import (  # noqa: F401
     is_autocast_enabled,
 )
 from kiln.serialization import load, save  # noqa: F401
+from kiln._compile import compile  # noqa: F401,A001  (torch.compile: runs eagerly)
 # Functions PyTorch also offers at the top level with nn.functional's signature.
 from kiln.nn.functional import (  # noqa: F401
     alpha_dropout,

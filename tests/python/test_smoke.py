@@ -39,3 +39,21 @@ def test_error_types():
         kiln.ones(2, 3).transpose(0, 5)
     with pytest.raises(TypeError):
         kiln.ones(2) + "a"
+
+
+def test_compile_returns_the_callable_and_checks_its_arguments():
+    model = kiln.nn.Linear(3, 2)
+    assert kiln.compile(model) is model
+    assert kiln.compile(model, mode="max-autotune", dynamic=True) is model
+
+    @kiln.compile(fullgraph=True)
+    def double(x):
+        return x * 2
+
+    assert double(kiln.ones(2)).tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match=r"\[compile\] Unrecognized mode"):
+        kiln.compile(model, mode="fastest")
+    with pytest.raises(RuntimeError, match=r"\[compile\] Either mode or options"):
+        kiln.compile(model, mode="default", options={})
+    with pytest.raises(RuntimeError, match=r"\[compile\] expected a callable"):
+        kiln.compile(3)
