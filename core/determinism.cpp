@@ -28,6 +28,8 @@ void set_warning_handler(WarningHandler handler) {
   g_handler.store(handler ? handler : &stderr_warning);
 }
 
+void emit_warning(const std::string& message) { g_handler.load()(message); }
+
 void alert_not_deterministic(const char* op, Device device) {
   if (!deterministic_algorithms()) return;
   std::ostringstream msg;
@@ -37,7 +39,7 @@ void alert_not_deterministic(const char* op, Device device) {
          "operation, or use the 'warn_only=True' option if that is acceptable for your "
          "application.";
   if (deterministic_warn_only()) {
-    g_handler.load()(msg.str());
+    emit_warning(msg.str());
     return;
   }
   fail(ErrorKind::Runtime, msg.str());

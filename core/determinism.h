@@ -23,5 +23,7 @@ void alert_not_deterministic(const char* op, Device device);
 // warnings.warn (UserWarning). The default writes to stderr.
 using WarningHandler = void (*)(const std::string& message);
 void set_warning_handler(WarningHandler handler);
+// Sends `message` to the warning handler (a Python UserWarning once kiln._C is loaded).
+void emit_warning(const std::string& message);
 
 }  // namespace kiln

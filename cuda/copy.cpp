@@ -5,7 +5,13 @@
 // in one transfer, and the strided cast kernel (cuda/copy.cu) does the rest on
 // the device. Device->host copies synchronize the stream so the host sees the
 // data, unless the destination is pinned and the copy was asked to be
-// non_blocking (NonBlockingGuard).
+// non_blocking (NonBlockingGuard); that wait is where deferred index errors surface
+// and what the sync debug mode flags (Note [Sync debug mode], cuda/runtime.cpp).
+//
+// Host->device copies never wait: a pageable source is first copied into a block of
+// the pinned caching allocator, since the driver may synchronize the stream to stage
+// pageable memory itself. Sources over kMaxStagedBytes are sent from pageable memory
+// (pinning that much would pin it for good in the cache) and flagged as a possible wait.
 #include <cstring>
 
 #include "cuda/check.h"
@@ -57,6 +63,8 @@ bool flat(const StridedShape& s, bool with_src) {
 
 size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
 
+constexpr size_t kMaxStagedBytes = size_t{16} << 20;
+
 // A contiguous host tensor with src's values (src itself when it already is one).
 Tensor host_contiguous(const Tensor& src, DType dtype) {
   if (src.is_contiguous() && src.dtype() == dtype) return src;
@@ -84,6 +92,15 @@ void host_to_device(const Tensor& dst, const Tensor& src) {
   DeviceGuard guard(dev);
   cudaStream_t stream = stream_of(dev);
   Tensor s = host_contiguous(src, src.dtype());
+  if (!s.storage()->pinned) {
+    if (nbytes(s) <= kMaxStagedBytes) {
+      s = pin_memory(s);
+    } else {
+      note_synchronizing_call("copy_",
+                              "a copy of more than 16 MiB from pageable host memory to the GPU may "
+                              "wait for the stream (copy from pinned memory: Tensor.pin_memory())");
+    }
+  }
   Tensor target = dst.dtype() == s.dtype() && dst.is_contiguous()
                       ? dst
                       : make_tensor(s.sizes(), s.dtype(), Device(DeviceType::CUDA, dev));
@@ -106,15 +123,17 @@ void device_to_host(const Tensor& dst, const Tensor& src) {
     device_copy(s, src, stream);
   }
   Tensor target = dst.is_contiguous() ? dst : make_tensor(dst.sizes(), dst.dtype(), Device());
-  KILN_CUDA_CHECK(cudaMemcpyAsync(target.data_ptr(), s.data_ptr(), nbytes(s),
-                                  cudaMemcpyDeviceToHost, stream),
-                  "copy_");
-  const bool async = non_blocking_copies() && target.storage()->pinned;
-  if (async) {
+  if (non_blocking_copies() && target.storage()->pinned) {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(target.data_ptr(), s.data_ptr(), nbytes(s),
+                                    cudaMemcpyDeviceToHost, stream),
+                    "copy_");
     pinned_record_stream(target.storage()->data.get(), stream);
     return;
   }
-  KILN_CUDA_CHECK(cudaStreamSynchronize(stream), "copy_");
+  copy_to_host_and_wait(target.data_ptr(), s.data_ptr(), nbytes(s), stream, dev, "copy_",
+                        "a copy from the GPU to host memory waits for it (.item(), .tolist(), "
+                        ".cpu(), printing, and ops whose result size is read from the GPU, such "
+                        "as nonzero and boolean-mask indexing)");
   if (target.data_ptr() != dst.data_ptr()) backend(Device()).copy(dst, target);
 }
 
@@ -138,7 +157,8 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
         s = make_tensor(src.sizes(), src.dtype(), Device(DeviceType::CUDA, sdev));
         device_copy(s, src, stream_of(sdev));
       }
-      KILN_CUDA_CHECK(cudaStreamSynchronize(stream_of(sdev)), "copy_");
+      wait_for_stream(stream_of(sdev), sdev, "copy_",
+                      "a copy between GPUs waits for the source device's stream");
     }
     DeviceGuard guard(ddev);
     Tensor t = make_tensor(s.sizes(), s.dtype(), Device(DeviceType::CUDA, ddev));

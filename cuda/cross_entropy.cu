@@ -2,7 +2,10 @@
 // (Note [Fused nn kernels]). Forward: one block per row, an online logsumexp (running max,
 // rescaled sum) in one read, then the target's logit. Backward: one block per row writes
 // grad_loss * weight[t] * (softmax - onehot) from the saved logsumexp in one read.
+// A target out of range counts as ignored; the forward records it (Note [Deferred index
+// errors] in ops/index.cpp), so the front end reads no target on the host.
 #include "cuda/check.h"
+#include "cuda/device_error.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
 #include "cuda/row_kernels.cuh"
@@ -15,7 +18,8 @@ namespace {
 template <typename T>
 __global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* logits,
                                              const int64_t* target, const T* weight, int64_t rows,
-                                             int64_t cols, int64_t ignore_index) {
+                                             int64_t cols, int64_t ignore_index,
+                                             DeviceErrorRecord* rec, uint64_t op) {
   using A = acc_t<T>;
   __shared__ A scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -28,6 +32,9 @@ __global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* lo
     const int64_t t = target[r];
     if (t == ignore_index) {
       loss[r] = static_cast<T>(A(0));
+    } else if (t < 0 || t >= cols) {
+      loss[r] = static_cast<T>(A(0));
+      record_index_error(rec, IndexErrorStyle::Classes, op, t, cols, 1);
     } else {
       const A w = weight ? static_cast<A>(weight[t]) : A(1);
       loss[r] = static_cast<T>(w * (l - static_cast<A>(x[t])));
@@ -45,7 +52,7 @@ __global__ void cross_entropy_backward_kernel(T* grad_logits, const T* grad_loss
     const T* x = logits + r * cols;
     T* gi = grad_logits + r * cols;
     const int64_t t = target[r];
-    if (t == ignore_index) {
+    if (t == ignore_index || t < 0 || t >= cols) {
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) gi[j] = static_cast<T>(A(0));
       continue;
     }
@@ -63,13 +70,14 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0) return;
   LaunchContext ctx(logits);
+  DeviceErrorRecord* rec = device_error_record(logits.device().index);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
     using A = acc_t<T>;
     cross_entropy_forward_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
         static_cast<T*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()),
         static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
-        ptr_or_null<T>(weight), rows, cols, ignore_index);
+        ptr_or_null<T>(weight), rows, cols, ignore_index, rec, op_address("cross_entropy"));
   });
   KILN_CUDA_CHECK_LAUNCH("cross_entropy");
 }

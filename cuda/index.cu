@@ -1,6 +1,8 @@
-// CUDA kernels of the indexing families: offset take/put, row gather and
-// scatter-add (embedding, cross_entropy), scatter-multiply, and tril/triu. Front ends have
-// bounds-checked every offset and index (ops/index.cpp, ops/nn_functional.cpp).
+// CUDA kernels of the indexing families: the device-side index check, offset take/put, row
+// gather and scatter-add (embedding, nll_loss), scatter-multiply, and tril/triu. Indices come
+// from index_check (Note [Deferred index errors] in ops/index.cpp) or from the front end's own
+// tables: in range, or negative where a check failed, and such elements are skipped.
+#include "cuda/device_error.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
 #include "ops/dispatch.h"
@@ -9,14 +11,43 @@ namespace kiln::cuda {
 
 namespace {
 
+// IndexCheck as the kernel reads it.
+struct CheckArgs {
+  uint64_t op;
+  IndexErrorStyle style;
+  bool allow_negative, has_allowed;
+  int64_t size, dim, allowed, stride, invalid;
+};
+
+template <typename I>
+__global__ void index_check_kernel(int64_t n, int64_t* out, const I* index, CheckArgs c,
+                                   DeviceErrorRecord* rec) {
+  KILN_GRID_STRIDE(i, n) {
+    const int64_t v = static_cast<int64_t>(index[i]);
+    if (c.has_allowed && v == c.allowed) {
+      out[i] = v;
+    } else if (v < c.size && v >= (c.allow_negative ? -c.size : 0)) {
+      out[i] = (v < 0 ? v + c.size : v) * c.stride;
+    } else {
+      out[i] = c.invalid;
+      record_index_error(rec, c.style, c.op, v, c.size, c.dim);
+    }
+  }
+}
+
 template <typename T>
 __global__ void take_kernel(int64_t n, T* out, const T* in, const int64_t* offsets) {
-  KILN_GRID_STRIDE(i, n) { out[i] = in[offsets[i]]; }
+  KILN_GRID_STRIDE(i, n) {
+    const int64_t o = offsets[i];
+    out[i] = o >= 0 ? in[o] : T(0);
+  }
 }
 
 template <typename T>
 __global__ void put_kernel(int64_t n, T* self, const int64_t* offsets, const T* values) {
-  KILN_GRID_STRIDE(i, n) { self[offsets[i]] = values[i]; }
+  KILN_GRID_STRIDE(i, n) {
+    if (offsets[i] >= 0) self[offsets[i]] = values[i];
+  }
 }
 
 // Atomic accumulation for the dtypes the hardware adds atomically.
@@ -37,7 +68,9 @@ constexpr bool has_atomic_add = std::is_same_v<T, float> || std::is_same_v<T, do
 
 template <typename T>
 __global__ void put_add_kernel(int64_t n, T* self, const int64_t* offsets, const T* values) {
-  KILN_GRID_STRIDE(i, n) { atomic_add(self + offsets[i], values[i]); }
+  KILN_GRID_STRIDE(i, n) {
+    if (offsets[i] >= 0) atomic_add(self + offsets[i], values[i]);
+  }
 }
 
 // a * b in T (half types multiply in float, bool is logical and).
@@ -90,19 +123,27 @@ __device__ void atomic_mul(T* address, T value) {
 
 template <typename T>
 __global__ void put_mul_kernel(int64_t n, T* self, const int64_t* offsets, const T* values) {
-  KILN_GRID_STRIDE(i, n) { atomic_mul(self + offsets[i], values[i]); }
+  KILN_GRID_STRIDE(i, n) {
+    if (offsets[i] >= 0) atomic_mul(self + offsets[i], values[i]);
+  }
 }
 
 template <typename T>
 __global__ void row_gather_kernel(int64_t n, int64_t width, T* out, const T* src,
                                   const int64_t* index) {
-  KILN_GRID_STRIDE(i, n) { out[i] = src[index[i / width] * width + i % width]; }
+  KILN_GRID_STRIDE(i, n) {
+    const int64_t row = index[i / width];
+    out[i] = row >= 0 ? src[row * width + i % width] : T(0);
+  }
 }
 
 template <typename T>
 __global__ void row_scatter_add_kernel(int64_t n, int64_t width, T* out, const T* src,
                                        const int64_t* index) {
-  KILN_GRID_STRIDE(i, n) { atomic_add(out + index[i / width] * width + i % width, src[i]); }
+  KILN_GRID_STRIDE(i, n) {
+    const int64_t row = index[i / width];
+    if (row >= 0) atomic_add(out + row * width + i % width, src[i]);
+  }
 }
 
 template <typename T>
@@ -113,6 +154,34 @@ __global__ void triangle_kernel(int64_t n, int64_t rows, int64_t cols, int64_t d
     const bool keep = upper ? col - row >= diagonal : col - row <= diagonal;
     out[i] = keep ? in[i] : T(0);
   }
+}
+
+void index_check_host(const Tensor& out, const Tensor& index, const IndexCheck& check) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  LaunchContext ctx(out);
+  CheckArgs c;
+  c.op = op_address(check.op);
+  c.style = check.style;
+  c.allow_negative = check.allow_negative;
+  c.has_allowed = check.has_allowed;
+  c.size = check.size;
+  c.dim = check.dim;
+  c.allowed = check.allowed;
+  c.stride = check.stride;
+  c.invalid = check.invalid;
+  DeviceErrorRecord* rec = device_error_record(out.device().index);
+  int64_t* dst = out.data<int64_t>();
+  if (index.dtype() == DType::Int32) {
+    index_check_kernel<int32_t>
+        <<<grid_for(n), kThreads, 0, ctx.stream>>>(n, dst, index.data<int32_t>(), c, rec);
+  } else {
+    KILN_CHECK(index.dtype() == DType::Int64, Runtime, "[", check.op,
+               "] index_check expects int32 or int64 indices, got ", index.dtype());
+    index_check_kernel<int64_t>
+        <<<grid_for(n), kThreads, 0, ctx.stream>>>(n, dst, index.data<int64_t>(), c, rec);
+  }
+  KILN_CUDA_CHECK_LAUNCH(check.op);
 }
 
 void index_take_kernel(const Tensor& out, const Tensor& in, const Tensor& offsets) {
@@ -197,6 +266,7 @@ void triangle_kernel_host(const Tensor& out, const Tensor& in, int64_t diagonal,
 void install_index_kernels(Backend& b) {
   b.index_take = index_take_kernel;
   b.index_put = index_put_kernel;
+  b.index_check = index_check_host;
   b.row_gather = row_gather_kernel_host;
   b.row_scatter_add = row_scatter_add_kernel_host;
   b.triangle = triangle_kernel_host;

@@ -15,7 +15,7 @@ void install_elementwise_kernels(Backend& b);
 void install_reduce_kernels(Backend& b);
 // bmm through cuBLAS.
 void install_blas_kernels(Backend& b);
-// index_take, index_put, row_gather, row_scatter_add, triangle.
+// index_check, index_take, index_put, row_gather, row_scatter_add, triangle.
 void install_index_kernels(Backend& b);
 // arg_reduce, scan.
 void install_scan_kernels(Backend& b);

@@ -1,11 +1,29 @@
 // Devices, streams and events of kiln's CUDA runtime (cuda/runtime.h).
+//
+// Note [Sync debug mode]
+// kiln.cuda.set_sync_debug_mode("warn" / "error") makes every call in which kiln makes the
+// host wait for the GPU warn (UserWarning) or raise RuntimeError "[op] called a synchronizing
+// CUDA operation: ...". They all pass through note_synchronizing_call (cuda/internal.h):
+// device-to-host copies (.item(), .tolist(), .cpu(), printing, and ops whose result size is a
+// device value, like nonzero and unique), copies between GPUs, Stream.synchronize(), and
+// host-to-device copies from pageable memory too large to stage (cuda/copy.cpp). As in
+// PyTorch, kiln.cuda.synchronize() and Event.synchronize() are not flagged: a program that
+// asks to wait is not surprised by waiting. Reading the deferred-error record after a wait
+// (check_device_errors) is a read of host memory, not another wait, so it is never flagged.
+// Unlike PyTorch, a host-to-device copy is flagged only when it may wait: a pageable source
+// of up to 16 MiB goes through a pinned staging block (cuda/copy.cpp) and never does.
 #include "cuda/runtime.h"
 
 #include <array>
+#include <atomic>
+#include <cstring>
 #include <mutex>
 
+#include "core/determinism.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
+#include "cuda/internal.h"
+#include "ops/backend.h"
 
 namespace kiln::cuda {
 
@@ -17,7 +35,93 @@ constexpr int kStreamsPerPool = 32;
 // Per thread and device: the stream kernels go to (nullptr: the legacy default stream).
 thread_local std::array<StreamHandle, kMaxDevices> t_current_stream{};
 
+std::atomic<int> g_sync_debug_mode{0};
+
+// Per device: the error record's host and device addresses, created on first use and kept
+// for the life of the process (Note [Deferred index errors] in ops/index.cpp).
+struct ErrorRecords {
+  std::mutex mu;
+  std::array<std::atomic<DeviceErrorRecord*>, kMaxDevices> host{};
+  std::array<std::atomic<DeviceErrorRecord*>, kMaxDevices> device{};
+};
+
+ErrorRecords& error_records() {
+  static auto* records = new ErrorRecords();  // never destroyed: kernels may still write
+  return *records;
+}
+
 }  // namespace
+
+DeviceErrorRecord* device_error_record(int device) {
+  ErrorRecords& r = error_records();
+  if (DeviceErrorRecord* d = r.device[device].load(std::memory_order_acquire)) return d;
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (DeviceErrorRecord* d = r.device[device].load(std::memory_order_acquire)) return d;
+  DeviceGuard g(device);
+  void* host = nullptr;
+  KILN_CUDA_CHECK(
+      cudaHostAlloc(&host, sizeof(DeviceErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable),
+      "index check");
+  std::memset(host, 0, sizeof(DeviceErrorRecord));
+  void* dev = nullptr;
+  KILN_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0), "index check");
+  r.host[device].store(static_cast<DeviceErrorRecord*>(host), std::memory_order_release);
+  r.device[device].store(static_cast<DeviceErrorRecord*>(dev), std::memory_order_release);
+  return static_cast<DeviceErrorRecord*>(dev);
+}
+
+void check_device_errors(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  DeviceErrorRecord* rec = error_records().host[device].load(std::memory_order_acquire);
+  if (!rec || __atomic_load_n(&rec->state, __ATOMIC_ACQUIRE) != 2) return;
+  // Published (2): the fields stay as they are until the record is freed below. A kernel
+  // still writing (1) is left for a later check.
+  const DeviceErrorRecord seen = *rec;
+  unsigned int published = 2;
+  if (!__atomic_compare_exchange_n(&rec->state, &published, 0u, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return;  // another host thread took it
+  fail(ErrorKind::Index,
+       index_error_message(reinterpret_cast<const char*>(seen.op),
+                           static_cast<IndexErrorStyle>(seen.style), seen.index, seen.size,
+                           seen.dim),
+       " (found by a kernel on cuda:", device,
+       " and raised at this synchronization with the host; the op ran asynchronously, and its "
+       "out-of-range elements were skipped)");
+}
+
+void set_sync_debug_mode(int mode) {
+  KILN_CHECK(mode >= 0 && mode <= 2, Runtime,
+             "[cuda.set_sync_debug_mode] invalid value of debug_mode, expected one of 0,1,2, got ",
+             mode);
+  g_sync_debug_mode.store(mode);
+}
+
+int sync_debug_mode() { return g_sync_debug_mode.load(std::memory_order_relaxed); }
+
+void note_synchronizing_call(const char* op, const char* what) {
+  const int mode = g_sync_debug_mode.load(std::memory_order_relaxed);
+  if (mode == 0) return;
+  std::string message =
+      str_cat("[", op, "] called a synchronizing CUDA operation: ", what,
+              " (kiln.cuda.set_sync_debug_mode is \"", mode == 1 ? "warn" : "error", "\")");
+  if (mode == 2) fail(ErrorKind::Runtime, message);
+  emit_warning(message);
+}
+
+void wait_for_stream(cudaStream_t stream, int device, const char* op, const char* what) {
+  note_synchronizing_call(op, what);
+  KILN_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+  check_device_errors(device);
+}
+
+void copy_to_host_and_wait(void* dst, const void* src, size_t nbytes, cudaStream_t stream,
+                           int device, const char* op, const char* what) {
+  note_synchronizing_call(op, what);
+  KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream), op);
+  KILN_CUDA_CHECK(cudaStreamSynchronize(stream), op);
+  check_device_errors(device);
+}
 
 int resolve_device(Device d, const char* op) {
   const int count = device_count();
@@ -55,8 +159,10 @@ DeviceProperties device_properties(int index) {
 }
 
 void synchronize(int index) {
-  DeviceGuard g(resolve_device(Device(DeviceType::CUDA, index), "cuda.synchronize"));
+  index = resolve_device(Device(DeviceType::CUDA, index), "cuda.synchronize");
+  DeviceGuard g(index);
   KILN_CUDA_CHECK(cudaDeviceSynchronize(), "cuda.synchronize");
+  check_device_errors(index);
 }
 
 std::pair<size_t, size_t> mem_get_info(int index) {
@@ -127,7 +233,9 @@ bool stream_query(StreamHandle s, int device) {
 
 void stream_synchronize(StreamHandle s, int device) {
   DeviceGuard g(device);
-  KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cuda.Stream.synchronize");
+  // Flagged as PyTorch flags it (its Stream.synchronize goes through stream_synchronize).
+  wait_for_stream(static_cast<cudaStream_t>(s), device, "cuda.Stream.synchronize",
+                  "Stream.synchronize waits for the stream's work");
 }
 
 Event::Event(bool enable_timing, bool blocking) : timing_(enable_timing), blocking_(blocking) {}
@@ -174,6 +282,7 @@ bool Event::query() const {
 void Event::synchronize() const {
   if (!event_) return;
   KILN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cuda.Event.synchronize");
+  check_device_errors(device_);
 }
 
 float Event::elapsed_time(const Event& end) const {

@@ -28,6 +28,7 @@ struct DeviceProperties {
   int major = 0, minor = 0;
 };
 DeviceProperties device_properties(int index);
+// Waits for all work on the device, then raises its deferred error, if any.
 void synchronize(int index);
 // {free, total} bytes of the device, as the driver reports them.
 std::pair<size_t, size_t> mem_get_info(int index);
@@ -76,6 +77,16 @@ class Event {
   int device_ = -1;
   bool timing_, blocking_;
 };
+
+// --- deferred errors and synchronizing calls ----------------------------------
+// Raises IndexError for the first bad index a kernel on `device` recorded since the last
+// check, and clears the record (Note [Deferred index errors] in ops/index.cpp). kiln calls it
+// after each wait for the device; it costs one read of host memory when there is nothing.
+void check_device_errors(int device);
+// kiln.cuda.set_sync_debug_mode (Note [Sync debug mode] in cuda/runtime.cpp): 0 lets calls
+// that make the host wait for the GPU pass, 1 warns, 2 raises RuntimeError.
+void set_sync_debug_mode(int mode);
+int sync_debug_mode();
 
 // --- caching device allocator (Note [CUDA caching allocator]) -----------------
 struct MemoryStats {

@@ -233,10 +233,9 @@ int64_t unique_sorted_host(const Tensor& out, const Tensor& inverse, const Tenso
   });
   // The number of groups sizes the result: a host value, so this syncs.
   int64_t count = 0;
-  KILN_CUDA_CHECK(cudaMemcpyAsync(&count, groups.data<int64_t>() + (n - 1), sizeof(int64_t),
-                                  cudaMemcpyDeviceToHost, ctx.stream),
-                  "unique");
-  KILN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), "unique");
+  copy_to_host_and_wait(&count, groups.data<int64_t>() + (n - 1), sizeof(int64_t), ctx.stream,
+                        sorted.device().index, "unique",
+                        "the number of distinct values sizes the result and is read on the host");
   return count;
 }
 

@@ -27,6 +27,7 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.bmm) missing.push_back("bmm");
   if (!b.index_take) missing.push_back("index_take");
   if (!b.index_put) missing.push_back("index_put");
+  if (!b.index_check) missing.push_back("index_check");
   if (!b.nonzero) missing.push_back("nonzero");
   if (!b.triangle) missing.push_back("triangle");
   if (!b.sort) missing.push_back("sort");
@@ -58,6 +59,27 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   // The linalg_* families are CPU-only on purpose: CUDA inputs run them through the CPU
   // (Note [CUDA linear algebra through the CPU], ops/linalg_decomp.cpp).
   return missing;
+}
+
+std::string index_error_message(const char* op, IndexErrorStyle style, int64_t index, int64_t size,
+                                int64_t dim) {
+  switch (style) {
+    case IndexErrorStyle::Self:
+      return str_cat("[", op, "] index out of range in self: index ", index, " for dimension ", dim,
+                     " with size ", size);
+    case IndexErrorStyle::Flat:
+      return str_cat("[", op, "] out of range: tried to access index ", index, " on a tensor of ",
+                     size, " elements");
+    case IndexErrorStyle::Rows:
+      return str_cat("[", op, "] index ", index, " is out of bounds for ", size,
+                     " rows of weight (num_embeddings)");
+    case IndexErrorStyle::Classes:
+      return str_cat("[", op, "] Target ", index, " is out of bounds for ", size, " classes");
+    case IndexErrorStyle::Dim:
+      break;
+  }
+  return str_cat("[", op, "] index ", index, " is out of bounds for dimension ", dim, " with size ",
+                 size);
 }
 
 Device concrete_device(Device d) {

@@ -5,6 +5,7 @@
 // visible in one file: ops/cpu/backend_cpu.cpp, cuda/backend_cuda.cpp.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -31,6 +32,33 @@ struct RandomParams {
   uint64_t range = 0;
 };
 
+// How an index out of range is reported; the wording of each is in index_error_message.
+//   Dim:     "index V is out of bounds for dimension D with size S" (x[idx], gather, scatter, ...)
+//   Self:    "index out of range in self: index V for dimension D with size S" (index_select, ...)
+//   Flat:    "out of range: tried to access index V on a tensor of S elements" (take, put)
+//   Rows:    "index V is out of bounds for S rows of weight (num_embeddings)" (embedding)
+//   Classes: "Target V is out of bounds for S classes" (nll_loss, cross_entropy)
+enum class IndexErrorStyle : int8_t { Dim, Self, Flat, Rows, Classes };
+
+// "[op] <style's wording>": the one place both the CPU's eager checks and the CUDA
+// runtime's deferred errors (Note [Deferred index errors], ops/index.cpp) take it from.
+std::string index_error_message(const char* op, IndexErrorStyle style, int64_t index, int64_t size,
+                                int64_t dim);
+
+// What the index_check family checks, and what it writes (Note [Deferred index errors]).
+struct IndexCheck {
+  // The op the error names. A string literal: the device's error record keeps its address.
+  const char* op = nullptr;
+  IndexErrorStyle style = IndexErrorStyle::Dim;
+  int64_t size = 0;             // valid indices are in [0, size) ...
+  bool allow_negative = false;  // ... or in [-size, size), negatives counting from the end
+  int64_t dim = 0;              // the dim the message names
+  bool has_allowed = false;     // `allowed` (ignore_index) passes through unchanged
+  int64_t allowed = 0;
+  int64_t stride = 1;    // a valid index is written wrapped and times stride
+  int64_t invalid = -1;  // what an out-of-range index is written as
+};
+
 struct OptimizerStep;  // ops/optim.h
 struct Pool2dParams;   // ops/pool2d.h
 struct AttentionParams;  // ops/attention.h
@@ -55,13 +83,21 @@ struct Backend {
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
   // Index families work on element offsets from a tensor's data_ptr (so any strides and
-  // views work); offsets are contiguous int64, already bounds-checked by the front end.
-  // out[i] = in[offsets[i]]; out contiguous with offsets' shape, in's dtype.
+  // views work); offsets are contiguous int64, in range or (GPU backends) negative: the mark
+  // of an element whose index failed its device-side check (Note [Deferred index errors]).
+  // out[i] = in[offsets[i]], 0 where offsets[i] < 0; out contiguous with offsets' shape,
+  // in's dtype.
   void (*index_take)(const Tensor& out, const Tensor& in, const Tensor& offsets) = nullptr;
-  // self[offsets[i]] (op)= values[i], in order (repeated offsets accumulate for Add/Mul);
-  // values contiguous with offsets' shape and self's dtype.
+  // self[offsets[i]] (op)= values[i], in order (repeated offsets accumulate for Add/Mul),
+  // nothing where offsets[i] < 0; values contiguous with offsets' shape and self's dtype.
   void (*index_put)(PutOp op, const Tensor& self, const Tensor& offsets,
                     const Tensor& values) = nullptr;
+  // GPU backends only (the CPU's front ends check eagerly): out[i] = index[i] (wrapped when
+  // negative and allowed) * check.stride for an index in range, index[i] itself where it is
+  // check.allowed, else check.invalid, the first such one recorded in the device's error
+  // record and raised at the next synchronization (Note [Deferred index errors]). index is
+  // contiguous int32 or int64, out contiguous int64 of its shape.
+  void (*index_check)(const Tensor& out, const Tensor& index, const IndexCheck& check) = nullptr;
   // out [n, ndim] int64: coordinates of the true elements of a contiguous bool mask, in
   // row-major order; n was counted by the front end.
   void (*nonzero)(const Tensor& out, const Tensor& mask) = nullptr;
@@ -98,9 +134,11 @@ struct Backend {
   // shape and dtype.
   void (*scan)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[i, :] = src[index[i], :]; out and src contiguous 2-D of one dtype, index
-  // contiguous 1-D int64 with values already checked against src.size(0).
+  // contiguous 1-D int64 with values in [0, src.size(0)) or (GPU backends) negative, the
+  // mark of a failed device-side check (Note [Deferred index errors]): a zero row.
   void (*row_gather)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
-  // out[index[i], :] += src[i, :]; out, src contiguous 2-D of one floating dtype.
+  // out[index[i], :] += src[i, :] (nothing for a negative index[i], as in row_gather);
+  // out, src contiguous 2-D of one floating dtype.
   void (*row_scatter_add)(const Tensor& out, const Tensor& src, const Tensor& index) = nullptr;
   // One multi-tensor optimizer update of every parameter in `step` (all on this device,
   // contiguous; see ops/optim.h).
@@ -127,15 +165,18 @@ struct Backend {
                               const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
                               const Tensor& mean, const Tensor& rstd,
                               const Tensor& weight) = nullptr;
-  // Cross entropy of logits [rows, classes] with int64 class targets [rows] (in range or
-  // ignore_index, checked by the front end): lse[r] = logsumexp(logits[r]),
-  // loss[r] (T) = weight[t] * (lse[r] - logits[r, t]), 0 where t == ignore_index.
-  // weight is [classes] of T or undefined (all ones).
+  // Cross entropy of logits [rows, classes] with int64 class targets [rows]: lse[r] =
+  // logsumexp(logits[r]), loss[r] (T) = weight[t] * (lse[r] - logits[r, t]), 0 where
+  // t == ignore_index. weight is [classes] of T or undefined (all ones). The CPU's front end
+  // has checked the targets; a GPU kernel checks them itself: one out of range counts as
+  // ignored, and the forward records it as cross_entropy's deferred error (Note [Deferred
+  // index errors]).
   void (*cross_entropy_forward)(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                                 const Tensor& target, const Tensor& weight,
                                 int64_t ignore_index) = nullptr;
   // grad_logits[r, c] = grad_loss[r] * weight[t] * (exp(logits[r, c] - lse[r]) - (c == t)),
-  // a zero row where t == ignore_index; grad_loss is [rows] of T.
+  // a zero row where t == ignore_index (or, on a GPU, t is out of range); grad_loss is
+  // [rows] of T.
   void (*cross_entropy_backward)(const Tensor& grad_logits, const Tensor& grad_loss,
                                  const Tensor& logits, const Tensor& lse, const Tensor& target,
                                  const Tensor& weight, int64_t ignore_index) = nullptr;

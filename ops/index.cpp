@@ -3,6 +3,23 @@
 // out in the result's shape, computed with kiln's own int64 ops. The backend
 // then needs only "take" and "put" loops, and offsets follow the target's
 // strides, so writes through views (x[:, 1][idx] = v) land in the base.
+//
+// Note [Deferred index errors]
+// Checking an index tensor on the host means copying it there, which stalls the GPU on every
+// x[idx], index_select, gather, embedding or cross_entropy (DESIGN.md decision 6) and breaks
+// CUDA graph capture. So when the index and the target are on one GPU, the check runs there:
+// the index_check kernel (ops/backend.h) wraps each index and turns it into its offset term,
+// an index out of range becomes a negative term that the take/put kernels skip (take writes
+// 0, put writes nothing), and the first such index is written to the device's error record, a
+// small struct in host-mapped pinned memory (cuda/internal.h). kiln reads the record whenever
+// it waits for that device anyway -- a copy to the host (.item(), .tolist(), .cpu(), printing),
+// kiln.cuda.synchronize(), Stream/Event.synchronize() -- and raises IndexError with the message
+// the CPU's eager check gives, noting that it surfaced at a synchronization, then clears the
+// record. Unlike a device-side assert this leaves the CUDA context usable. The same record
+// serves embedding (a bad index becomes -1: row_gather writes a zero row, row_scatter_add
+// skips it), nll_loss (a bad target becomes ignore_index) and cross_entropy (its fused kernels
+// check their targets themselves and treat a bad one as ignored). An index tensor on the host
+// is still checked there, eagerly, as is everything on the CPU: that costs no wait.
 #include "ops/index.h"
 
 #include <algorithm>
@@ -26,71 +43,83 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-// How an op reports an index outside [-size, size) (or [0, size) without negatives).
-enum class BoundsStyle { Dim, Self, Flat };
+// How an op reports an index outside [-size, size) (or [0, size) without negatives): the
+// kind of error the CPU's eager check raises, and the wording (ops/backend.h).
 struct Bounds {
-  const char* op;
+  const char* op;  // a string literal (see IndexCheck::op)
   ErrorKind kind;
   bool allow_negative;
-  BoundsStyle style = BoundsStyle::Dim;
+  IndexErrorStyle style = IndexErrorStyle::Dim;
 };
 
-// `idx` as a contiguous int64 tensor on `dev` with negative entries wrapped.
-// Bounds need the values, so they are read on the host.
-Tensor checked_index(const Tensor& idx, int64_t size, int64_t dim, const Bounds& b, Device dev) {
+// What index_check writes for an index out of range. An offset is the sum of at most one
+// term per dim and in-range positions, so one holding such a term stays negative (64 of them
+// stay above INT64_MIN, and in-range offsets are below 2^56) and take/put skip it.
+constexpr int64_t kInvalidTerm = -(int64_t(1) << 56);
+
+// The offset terms of `idx` (int32 or int64) for a dim of `size` elements `stride` apart: a
+// contiguous int64 tensor on `dev` of idx's shape, each index wrapped when negative and
+// allowed, times stride. With idx and the target on one GPU the check is deferred (Note
+// [Deferred index errors]); otherwise the index is read and checked on the host now.
+Tensor index_terms(const Tensor& idx, int64_t size, int64_t dim, int64_t stride, const Bounds& b,
+                   Device dev) {
   GradModeGuard no_grad(false);
+  if (idx.device().is_cuda() && idx.device() == dev) {
+    IndexCheck check;
+    check.op = b.op;
+    check.style = b.style;
+    check.size = size;
+    check.allow_negative = b.allow_negative;
+    check.dim = dim;
+    check.stride = stride;
+    check.invalid = kInvalidTerm;
+    Tensor out = make_tensor(idx.sizes(), DType::Int64, dev);
+    if (out.numel() > 0)
+      require_kernel(backend(dev).index_check, b.op, dev)(out, contiguous(detach(idx)), check);
+    return out;
+  }
   Tensor h = contiguous(to_dtype(to_device(detach(idx), Device()), DType::Int64));
   Tensor out = make_tensor(idx.sizes(), DType::Int64, Device());
   const int64_t* src = h.data<int64_t>();
   int64_t* dst = out.data<int64_t>();
   for (int64_t i = 0, n = h.numel(); i < n; ++i) {
     const int64_t v = src[i];
-    if (v >= size || v < (b.allow_negative ? -size : 0)) {
-      if (b.style == BoundsStyle::Flat)
-        fail(b.kind, "[", b.op, "] out of range: tried to access index ", v, " on a tensor of ",
-             size, " elements");
-      if (b.style == BoundsStyle::Self)
-        fail(b.kind, "[", b.op, "] index out of range in self: index ", v, " for dimension ", dim,
-             " with size ", size);
-      fail(b.kind, "[", b.op, "] index ", v, " is out of bounds for dimension ", dim, " with size ",
-           size);
-    }
-    dst[i] = v < 0 ? v + size : v;
+    if (v >= size || v < (b.allow_negative ? -size : 0))
+      fail(b.kind, index_error_message(b.op, b.style, v, size, dim));
+    dst[i] = (v < 0 ? v + size : v) * stride;
   }
   return dev == out.device() ? out : to_device(out, dev);
 }
 
-// Offsets for a list of per-dim index tensors (already in range, int64) over the
-// geometry (sizes, strides); undefined entries are full slices. See Note [Index offsets].
-Tensor offsets_for(const Shape& sizes, const Shape& strides, const std::vector<Tensor>& idx,
+// Offsets over the geometry (sizes, strides) from one offset term per advanced-indexed dim
+// (index_terms, or any in-range int64 positions times the stride); undefined entries are
+// full slices. See Note [Index offsets].
+Tensor offsets_for(const Shape& sizes, const Shape& strides, const std::vector<Tensor>& terms,
                    const char* op) {
   const int64_t n = static_cast<int64_t>(sizes.size());
   std::vector<int64_t> pos;
   for (int64_t k = 0; k < n; ++k)
-    if (idx[k].defined()) pos.push_back(k);
-  Shape b = idx[pos[0]].sizes();
+    if (terms[k].defined()) pos.push_back(k);
+  Shape b = terms[pos[0]].sizes();
   for (int64_t k : pos) {
     try {
-      b = broadcast_shapes(b, idx[k].sizes(), op);
+      b = broadcast_shapes(b, terms[k].sizes(), op);
     } catch (const Error&) {
       std::string shapes;
-      for (int64_t j : pos) shapes += (shapes.empty() ? "" : ", ") + str_cat(idx[j].sizes());
+      for (int64_t j : pos) shapes += (shapes.empty() ? "" : ", ") + str_cat(terms[j].sizes());
       fail(ErrorKind::Index, "[", op,
            "] shape mismatch: indexing tensors could not be broadcast together with shapes ",
            shapes);
     }
   }
   Tensor adv;
-  for (int64_t k : pos) {
-    Tensor term = mul(idx[k], Scalar(strides[k]));
-    adv = adv.defined() ? add(adv, term) : term;
-  }
+  for (int64_t k : pos) adv = adv.defined() ? add(adv, terms[k]) : terms[k];
   // NumPy's rule: adjacent advanced indices keep their place, separated ones go first.
   const bool adjacent = pos.back() - pos.front() + 1 == static_cast<int64_t>(pos.size());
   std::vector<int64_t> plain;
   int64_t b_start = 0;
   for (int64_t k = 0; k < n; ++k) {
-    if (idx[k].defined()) continue;
+    if (terms[k].defined()) continue;
     if (adjacent && k < pos.front()) ++b_start;
     plain.push_back(k);
   }
@@ -116,7 +145,7 @@ Tensor offsets_for(const Shape& sizes, const Shape& strides, const std::vector<T
 Tensor index_offsets(const Tensor& self, const std::vector<Tensor>& indices, const char* op) {
   GradModeGuard no_grad(false);
   Shape sizes, strides;
-  std::vector<Tensor> idx;
+  std::vector<Tensor> terms;
   int64_t d = 0;
   auto too_many = [&](int64_t need) {
     KILN_CHECK(d + need <= self.dim(), Index, "[", op,
@@ -127,7 +156,7 @@ Tensor index_offsets(const Tensor& self, const std::vector<Tensor>& indices, con
       too_many(1);
       sizes.push_back(self.size(d));
       strides.push_back(self.stride(d));
-      idx.emplace_back();
+      terms.emplace_back();
       ++d;
       continue;
     }
@@ -138,7 +167,7 @@ Tensor index_offsets(const Tensor& self, const std::vector<Tensor>& indices, con
         // A 0-d mask adds a new dim of size 1 (true) or 0 (false).
         sizes.push_back(1);
         strides.push_back(0);
-        idx.push_back(select(nonzero(reshape(mask, {1})), 1, 0));
+        terms.push_back(mul(select(nonzero(reshape(mask, {1})), 1, 0), Scalar(int64_t(0))));
         continue;
       }
       too_many(mask.dim());
@@ -151,7 +180,7 @@ Tensor index_offsets(const Tensor& self, const std::vector<Tensor>& indices, con
       for (int64_t j = 0; j < mask.dim(); ++j, ++d) {
         sizes.push_back(self.size(d));
         strides.push_back(self.stride(d));
-        idx.push_back(select(nz, 1, j));
+        terms.push_back(mul(select(nz, 1, j), Scalar(self.stride(d))));
       }
       continue;
     }
@@ -160,26 +189,27 @@ Tensor index_offsets(const Tensor& self, const std::vector<Tensor>& indices, con
     too_many(1);
     sizes.push_back(self.size(d));
     strides.push_back(self.stride(d));
-    idx.push_back(checked_index(raw, self.size(d), d, {op, ErrorKind::Index, true}, self.device()));
+    terms.push_back(index_terms(raw, self.size(d), d, self.stride(d), {op, ErrorKind::Index, true},
+                                self.device()));
     ++d;
   }
   for (; d < self.dim(); ++d) {
     sizes.push_back(self.size(d));
     strides.push_back(self.stride(d));
-    idx.emplace_back();
+    terms.emplace_back();
   }
   bool any = false;
-  for (const Tensor& t : idx) any = any || t.defined();
+  for (const Tensor& t : terms) any = any || t.defined();
   if (!any) {
     // Only full slices: every element, in self's own shape.
-    std::vector<Tensor> all = idx;
+    std::vector<Tensor> all = terms;
     all.insert(all.begin(), zeros({}, DType::Int64, self.device()));
     Shape s1 = sizes, st1 = strides;
     s1.insert(s1.begin(), 1);
     st1.insert(st1.begin(), 0);
     return offsets_for(s1, st1, all, op);
   }
-  return offsets_for(sizes, strides, idx, op);
+  return offsets_for(sizes, strides, terms, op);
 }
 
 Tensor take_at(const Tensor& self, const Tensor& offsets, const char* op) {
@@ -229,18 +259,19 @@ Shape strides_of(const Tensor& t) { return t.dim() == 0 ? Shape{1} : t.strides()
 Tensor dim_offsets(const Tensor& target, int64_t dim, const Tensor& index, const Bounds& b) {
   GradModeGuard no_grad(false);
   Shape sizes = dims_of(target), strides = strides_of(target), ishape = dims_of(index);
-  Tensor idx = reshape(checked_index(index, sizes[dim], dim, b, target.device()), ishape);
-  std::vector<Tensor> all(ishape.size());
+  std::vector<Tensor> terms(ishape.size());
   for (size_t j = 0; j < ishape.size(); ++j) {
+    if (static_cast<int64_t>(j) == dim) {
+      terms[j] = reshape(index_terms(index, sizes[j], dim, strides[j], b, target.device()), ishape);
+      continue;
+    }
     Shape s(ishape.size(), 1);
     s[j] = ishape[j];
-    all[j] = static_cast<int64_t>(j) == dim
-                 ? idx
-                 : reshape(arange(Scalar(int64_t(0)), Scalar(ishape[j]), Scalar(int64_t(1)),
-                                  DType::Int64, target.device()),
-                           s);
+    Tensor range = arange(Scalar(int64_t(0)), Scalar(ishape[j]), Scalar(int64_t(1)), DType::Int64,
+                          target.device());
+    terms[j] = reshape(mul(range, Scalar(strides[j])), s);
   }
-  return offsets_for(sizes, strides, all, b.op);
+  return offsets_for(sizes, strides, terms, b.op);
 }
 
 // Checks shared by gather and scatter; returns the wrapped dim.
@@ -353,13 +384,12 @@ Tensor vector_index(const Tensor& index, const char* op) {
 // Offsets of target with the 1-D `index` along dim (index_select / index_add / index_fill /
 // index_copy); the bounds rule defaults to index_select's.
 Tensor select_offsets(const Tensor& target, int64_t d, const Tensor& index, const char* op,
-                      Bounds bounds = {nullptr, ErrorKind::Index, false, BoundsStyle::Self}) {
+                      Bounds bounds = {nullptr, ErrorKind::Index, false, IndexErrorStyle::Self}) {
   GradModeGuard no_grad(false);
   bounds.op = op;
-  Tensor idx = checked_index(index, target.size(d), d, bounds, target.device());
-  std::vector<Tensor> all(d);
-  all.push_back(idx);
-  return index_offsets(target, all, op);
+  std::vector<Tensor> terms(target.dim());
+  terms[d] = index_terms(index, target.size(d), d, target.stride(d), bounds, target.device());
+  return offsets_for(target.sizes(), target.strides(), terms, op);
 }
 
 }  // namespace
@@ -549,7 +579,7 @@ void index_fill_into(const Tensor& target, int64_t dim, const Tensor& index, con
   GradModeGuard no_grad(false);
   // Unlike index_select, index_fill accepts negative indices.
   Tensor off = select_offsets(t, d, reshape(index, {index.numel()}), op,
-                              {op, ErrorKind::Index, true, BoundsStyle::Dim});
+                              {op, ErrorKind::Index, true, IndexErrorStyle::Dim});
   put_at(t, off, value, PutOp::Assign, op);
 }
 
@@ -576,7 +606,7 @@ void index_copy_into(const Tensor& target, int64_t dim, const Tensor& index, con
   want[d] = index.numel();
   GradModeGuard no_grad(false);
   Tensor off = select_offsets(t, d, reshape(index, {index.numel()}), op,
-                              {op, ErrorKind::Index, false, BoundsStyle::Dim});
+                              {op, ErrorKind::Index, false, IndexErrorStyle::Dim});
   put_at(t, off, reshape(source, want), PutOp::Assign, op);
 }
 }  // namespace
@@ -703,8 +733,8 @@ namespace {
 Tensor flat_offsets(const Tensor& self, const Tensor& index, const char* op) {
   KILN_CHECK(index.dtype() == DType::Int64, Runtime, "[", op,
              "] Expected a long tensor for index, but got ", index.dtype());
-  return checked_index(index, self.numel(), -1, {op, ErrorKind::Index, true, BoundsStyle::Flat},
-                       self.device());
+  return index_terms(index, self.numel(), -1, 1,
+                     {op, ErrorKind::Index, true, IndexErrorStyle::Flat}, self.device());
 }
 }  // namespace
 

@@ -47,7 +47,8 @@ struct NllTerms {
   Tensor valid;  // bool [M]: target != ignore_index
 };
 
-// Shapes, dtypes and target bounds of nll_loss / cross_entropy with class targets.
+// Shapes, dtypes and devices of nll_loss / cross_entropy with class targets (the targets'
+// values are checked where they are used: class_targets, or the fused kernels).
 void check_nll_args(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                     int64_t ignore_index, const char* op) {
   KILN_CHECK(input.dim() >= 1, Value, "[", op, "] Expected 1 or more dimensions (got 0)");
@@ -76,7 +77,6 @@ void check_nll_args(const Tensor& input, const Tensor& target, const std::option
              Runtime, "[", op, "] expected all tensors on one device: input on ", input.device(),
              ", target on ", target.device(), weight ? ", weight on " : "",
              weight ? str_cat(weight->device()) : std::string());
-  check_index_bounds(target, classes, op, "Target", "classes", ignore_index);
 }
 
 // Per-target weight [m] of input's dtype: weight[t] (or 1), 0 where t == ignore_index.
@@ -103,9 +103,9 @@ NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optiona
   // Classes last, one row per target.
   Tensor rows = input.dim() >= 3 ? movedim(input, 1, -1) : input;
   Tensor flat_input = reshape(rows, {m * classes, 1});
-  // Ignored targets read class 0 and are masked out below.
-  auto [w, valid, safe_t] =
-      row_weights(reshape(target, {m}), weight, ignore_index, classes, input.dtype());
+  // Ignored targets read class 0 and are masked out below (on a GPU, so are bad ones).
+  auto [w, valid, safe_t] = row_weights(class_targets(target, classes, ignore_index, op), weight,
+                                        ignore_index, classes, input.dtype());
   Tensor flat_index =
       contiguous(add(mul(arange(0, m, 1, DType::Int64, input.device()), Scalar(classes)), safe_t));
   Tensor picked = reshape(gather_rows(flat_input, flat_index), {m});
@@ -126,7 +126,10 @@ std::pair<Tensor, Tensor> cross_entropy_fused(const Tensor& input, const Tensor&
   {
     GradModeGuard no_grad(false);
     x = contiguous(reshape(input.dim() >= 3 ? movedim(input, 1, -1) : input, {m, classes}));
-    t = contiguous(reshape(target, {m}));
+    // A GPU kernel checks its targets itself (ops/backend.h); a class weight is gathered at
+    // them first, so then they are checked (and bad ones ignored) before.
+    t = weight || !dev.is_cuda() ? class_targets(target, classes, ignore_index, "cross_entropy")
+                                 : contiguous(reshape(target, {m}));
     if (weight) w = contiguous(to_dtype(*weight, input.dtype()));
     loss = make_tensor({m}, input.dtype(), dev);
     lse = make_tensor({m}, input.dtype() == DType::Float64 ? DType::Float64 : DType::Float32, dev);
@@ -146,7 +149,9 @@ std::pair<Tensor, Tensor> cross_entropy_fused(const Tensor& input, const Tensor&
                // d loss / d x = weight[t] * (softmax(x) - onehot(t)), with differentiable ops.
                RowWeights rw = row_weights(t, w.defined() ? std::optional<Tensor>(w) : std::nullopt,
                                            ignore_index, classes, x.dtype());
-               Tensor onehot = to_dtype(one_hot(rw.safe_target, classes), x.dtype());
+               // one_hot would read the targets on the host to check them; these are safe.
+               Tensor classes_row = arange(0, classes, 1, DType::Int64, x.device());
+               Tensor onehot = to_dtype(eq(unsqueeze(rw.safe_target, 1), classes_row), x.dtype());
                Tensor scale = unsqueeze(mul(g[0], rw.weight), 1);
                grad = mul(scale, sub(softmax(x, 1), onehot));
              } else {

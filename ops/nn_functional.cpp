@@ -112,10 +112,41 @@ Tensor softmax_impl(const Tensor& input, int64_t dim, std::optional<DType> dtype
   return y;
 }
 
-// Host copy (contiguous int64 on the CPU) of an index tensor, for bounds checks.
+// Host copy (contiguous int64 on the CPU) of an index tensor.
 Tensor host_int64(const Tensor& index) {
   GradModeGuard no_grad(false);
   return contiguous(to_dtype(to_device(index, Device()), DType::Int64));
+}
+
+// `index` (int32 or int64) as a contiguous 1-D int64 tensor on its device whose entries are
+// in [0, n) or `allowed`. On the host an entry outside raises IndexError now, worded by
+// `style`; on a GPU the index_check kernel replaces it by `invalid` and records it (Note
+// [Deferred index errors] in ops/index.cpp).
+Tensor checked_rows(const Tensor& index, int64_t n, const char* op, IndexErrorStyle style,
+                    std::optional<int64_t> allowed, int64_t invalid) {
+  GradModeGuard no_grad(false);
+  Tensor flat = reshape(detach(index), {index.numel()});
+  const Device dev = index.device();
+  if (dev.is_cuda()) {
+    IndexCheck check;
+    check.op = op;
+    check.style = style;
+    check.size = n;
+    check.has_allowed = allowed.has_value();
+    check.allowed = allowed.value_or(0);
+    check.invalid = invalid;
+    Tensor out = make_tensor({flat.numel()}, DType::Int64, dev);
+    if (out.numel() > 0)
+      require_kernel(backend(dev).index_check, op, dev)(out, contiguous(flat), check);
+    return out;
+  }
+  Tensor h = contiguous(to_dtype(flat, DType::Int64));
+  const int64_t* p = h.data<int64_t>();
+  for (int64_t i = 0, count = h.numel(); i < count; ++i) {
+    if ((p[i] < 0 || p[i] >= n) && !(allowed && p[i] == *allowed))
+      fail(ErrorKind::Index, index_error_message(op, style, p[i], n, 0));
+  }
+  return h;
 }
 
 Tensor row_gather_compute(const Tensor& src, const Tensor& index) {
@@ -153,15 +184,8 @@ Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return softmax(neg(dtype ? to_dtype(x, *dtype) : x), dim, dtype);
 }
 
-void check_index_bounds(const Tensor& index, int64_t n, const char* op, const char* what,
-                        const char* unit, std::optional<int64_t> allowed) {
-  Tensor h = host_int64(index);
-  const int64_t* p = h.data<int64_t>();
-  for (int64_t i = 0, count = h.numel(); i < count; ++i) {
-    if ((p[i] < 0 || p[i] >= n) && !(allowed && p[i] == *allowed))
-      fail(ErrorKind::Index, "[", op, "] ", what, " ", p[i], " is out of bounds for ", n, " ",
-           unit);
-  }
+Tensor class_targets(const Tensor& target, int64_t classes, int64_t ignore_index, const char* op) {
+  return checked_rows(target, classes, op, IndexErrorStyle::Classes, ignore_index, ignore_index);
 }
 
 Tensor gather_rows(const Tensor& src, const Tensor& index) {
@@ -209,11 +233,11 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
                *padding_idx, " must be within num_embeddings (", rows, ")");
     if (*padding_idx < 0) *padding_idx += rows;
   }
-  check_index_bounds(input, rows, "embedding", "index", "rows of weight (num_embeddings)");
-  Tensor index;
-  {
+  // A bad index becomes -1 on a GPU: a zero row forward, no gradient backward.
+  Tensor index = checked_rows(input, rows, "embedding", IndexErrorStyle::Rows, std::nullopt, -1);
+  if (index.device() != weight.device()) {
     GradModeGuard no_grad(false);
-    index = contiguous(to_dtype(reshape(input, {input.numel()}), DType::Int64));
+    index = to_device(index, weight.device());
   }
   Shape out_shape = input.sizes();
   out_shape.push_back(width);

@@ -109,14 +109,18 @@ const Tensor& activation_inplace(const Tensor& x, const char* op,
                                  const std::function<Tensor(const Tensor&)>& fn);
 
 // Building blocks shared by embedding and nll_loss. `index` is a 1-D int64
-// tensor whose values the caller has checked against the row count.
+// tensor whose values the caller has checked against the row count (on a GPU, a
+// negative value marks an index that failed its device-side check: that row is
+// skipped, see Note [Deferred index errors] in ops/index.cpp).
 // out[i, :] = src[index[i], :] for 2-D src; differentiable in src.
 Tensor gather_rows(const Tensor& src, const Tensor& index);
 // out = zeros[rows, src.size(1)]; out[index[i], :] += src[i, :]; differentiable in src.
 Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows);
-// Raises IndexError "[op] <what> <v> is out of bounds for <n> <unit>" for a value of
-// `index` (any integer dtype, any device) outside [0, n) other than `allowed`.
-void check_index_bounds(const Tensor& index, int64_t n, const char* op, const char* what,
-                        const char* unit, std::optional<int64_t> allowed = std::nullopt);
+// Class targets (int64, any shape) as a contiguous 1-D tensor on their device whose entries
+// are in [0, classes) or ignore_index. On the host a target outside raises IndexError
+// "[op] Target <v> is out of bounds for <classes> classes" now; on a GPU it becomes
+// ignore_index and the error is raised at the next synchronization (Note [Deferred index
+// errors] in ops/index.cpp).
+Tensor class_targets(const Tensor& target, int64_t classes, int64_t ignore_index, const char* op);
 
 }  // namespace kiln

@@ -87,6 +87,8 @@ void init_cuda_runtime(py::module_& m) {
     py::gil_scoped_release nogil;
     cuda::stream_synchronize(to_stream(s), device);
   }, py::arg("stream"), py::arg("device"));
+  m.def("_cuda_set_sync_debug_mode", &cuda::set_sync_debug_mode, py::arg("debug_mode"));
+  m.def("_cuda_get_sync_debug_mode", &cuda::sync_debug_mode);
   m.def("_cuda_record_stream", [](const Tensor& t, uintptr_t s) {
     cuda::record_stream(t, to_stream(s));
   }, py::arg("tensor"), py::arg("stream"));

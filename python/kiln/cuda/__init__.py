@@ -112,8 +112,59 @@ def is_bf16_supported(including_emulation=True):
 
 
 def synchronize(device=None):
-    """Waits for all work on `device` (default: the current device) to finish."""
+    """Waits for all work on `device` (default: the current device) to finish.
+
+    Raises IndexError for an out-of-range index a kernel on the device found since the last
+    synchronization (kiln checks indices on the GPU without waiting for it).
+    """
     _runtime("_cuda_synchronize")(_device_index(device))
+
+
+# Without the CUDA runtime in the build nothing can synchronize, but the mode is still kept.
+_sync_debug_mode = 0
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode):
+    """Makes calls that make the host wait for the GPU warn or raise.
+
+    Args:
+        debug_mode (str or int): "default" or 0 lets them pass, "warn" or 1 warns
+            (UserWarning), "error" or 2 raises RuntimeError "called a synchronizing CUDA
+            operation".
+
+    Flagged: copies to the host (``.item()``, ``.tolist()``, ``.cpu()``, printing, and ops
+    whose result size is read from the GPU, like ``nonzero``), copies between GPUs,
+    ``Stream.synchronize()``, and copies from pageable host memory over 16 MiB. As in
+    PyTorch, ``kiln.cuda.synchronize()`` and ``Event.synchronize()`` are not. Index bounds
+    checks on the GPU never synchronize: a bad index raises IndexError at the next
+    synchronization instead.
+    """
+    global _sync_debug_mode
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError(
+                "[cuda.set_sync_debug_mode] invalid value of debug_mode, expected one of "
+                f"`default`, `warn`, `error`, got {debug_mode!r}")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    elif not isinstance(debug_mode, int) or isinstance(debug_mode, bool):
+        raise RuntimeError(
+            "[cuda.set_sync_debug_mode] invalid argument to set_sync_debug_mode: expected a str "
+            f"or an int, got {type(debug_mode).__name__}")
+    elif not 0 <= debug_mode <= 2:
+        raise RuntimeError(
+            "[cuda.set_sync_debug_mode] invalid value of debug_mode, expected one of 0,1,2, "
+            f"got {debug_mode}")
+    if hasattr(_C, "_cuda_set_sync_debug_mode"):
+        _C._cuda_set_sync_debug_mode(debug_mode)
+    _sync_debug_mode = debug_mode
+
+
+def get_sync_debug_mode():
+    """The current sync debug mode as an int: 0 (default), 1 (warn) or 2 (error)."""
+    if hasattr(_C, "_cuda_get_sync_debug_mode"):
+        return _C._cuda_get_sync_debug_mode()
+    return _sync_debug_mode
 
 
 def current_stream(device=None):

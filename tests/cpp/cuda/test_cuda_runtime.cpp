@@ -9,6 +9,7 @@
 #include "cuda/device.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/index.h"
 #include "ops/view.h"
 #ifdef KILN_WITH_CUDA
 #include "cuda/runtime.h"
@@ -114,6 +115,44 @@ TEST(CudaRuntime, OutOfMemoryIsRecoverable) {
   }
   Tensor ok = full({8}, 3.0, DType::Float32, kCuda);
   EXPECT_EQ(to_device(ok, Device()).data<float>()[7], 3.0f);
+}
+
+// Note [Deferred index errors]: the op only launches; the wait after it raises, once.
+TEST(CudaRuntime, BadIndexRaisesAtTheNextSynchronization) {
+  REQUIRE_GPU();
+  Tensor w = to_device(ones({4, 2}, DType::Float32), kCuda);
+  Tensor out = index_select(w, 0, to_device(full({2}, 9, DType::Int64), kCuda));
+  try {
+    cuda::synchronize(0);
+    FAIL() << "expected an IndexError";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Index);
+    EXPECT_NE(std::string(e.what()).find(
+                  "[index_select] index out of range in self: index 9 for dimension 0 with size 4"),
+              std::string::npos)
+        << e.what();
+  }
+  cuda::synchronize(0);
+  Tensor back = to_device(out, Device());
+  EXPECT_EQ(back.data<float>()[0], 0.0f);
+}
+
+TEST(CudaRuntime, SyncDebugModeRefusesWaitsButNotExplicitSynchronize) {
+  REQUIRE_GPU();
+  Tensor x = to_device(ones({3}, DType::Float32), kCuda);
+  cuda::set_sync_debug_mode(2);
+  try {
+    to_device(x, Device());
+    cuda::set_sync_debug_mode(0);
+    FAIL() << "expected the copy to the host to raise";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("called a synchronizing CUDA operation"),
+              std::string::npos)
+        << e.what();
+  }
+  cuda::synchronize(0);
+  cuda::set_sync_debug_mode(0);
+  EXPECT_EQ(to_device(x, Device()).data<float>()[2], 1.0f);
 }
 
 #endif

@@ -1,0 +1,36 @@
+// Recording a bad index from a kernel into the device's error record (cuda/internal.h,
+// Note [Deferred index errors] in ops/index.cpp).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/internal.h"
+#include "ops/backend.h"
+
+namespace kiln::cuda {
+
+// The first caller since the record was last cleared fills it in; later ones return at once.
+// Only this device writes its record, so a device-scope compare-and-swap picks the writer:
+// atomics on mapped host memory are atomic among one GPU's threads, not with the host. The
+// plain read before it keeps the swap off a record the host may be clearing (state 2). The
+// fields are written, then fenced, before the record is published (state 2), so a host that
+// sees it published reads them whole.
+__device__ inline void record_index_error(DeviceErrorRecord* rec, IndexErrorStyle style,
+                                          uint64_t op, int64_t index, int64_t size, int64_t dim) {
+  volatile DeviceErrorRecord* r = rec;
+  if (r->state != 0u || atomicCAS(&rec->state, 0u, 1u) != 0u) return;
+  r->style = static_cast<int32_t>(style);
+  r->op = op;
+  r->index = index;
+  r->size = size;
+  r->dim = dim;
+  __threadfence_system();
+  r->state = 2u;
+}
+
+// An op's name as the record carries it (see IndexCheck::op in ops/backend.h).
+inline uint64_t op_address(const char* op) { return reinterpret_cast<uint64_t>(op); }
+
+}  // namespace kiln::cuda
