@@ -40,6 +40,8 @@ const Backend& backend() {
     b.max_pool2d_backward = max_pool2d_backward_kernel;
     b.avg_pool2d_forward = avg_pool2d_forward_kernel;
     b.avg_pool2d_backward = avg_pool2d_backward_kernel;
+    b.attention_forward = attention_forward_kernel;
+    b.attention_backward = attention_backward_kernel;
     b.linalg_lu = linalg_lu_kernel;
     b.linalg_solve = linalg_solve_kernel;
     b.linalg_cholesky = linalg_cholesky_kernel;

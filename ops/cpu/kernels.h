@@ -65,6 +65,13 @@ void max_pool2d_backward_kernel(const Tensor& grad_in, const Tensor& grad_out,
 void avg_pool2d_forward_kernel(const Tensor& out, const Tensor& in, const Pool2dParams& p);
 void avg_pool2d_backward_kernel(const Tensor& grad_in, const Tensor& grad_out,
                                 const Pool2dParams& p);
+AttentionImpl attention_forward_kernel(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                       const Tensor& k, const Tensor& v, const Tensor& mask,
+                                       const AttentionParams& p);
+void attention_backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                               const Tensor& dout, const Tensor& q, const Tensor& k,
+                               const Tensor& v, const Tensor& out, const Tensor& lse,
+                               const Tensor& mask, const AttentionParams& p);
 
 void linalg_lu_kernel(const Tensor& lu, const Tensor& sign, const Tensor& info);
 void linalg_solve_kernel(const Tensor& x, const Tensor& a, const Tensor& info);
