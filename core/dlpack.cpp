@@ -92,6 +92,7 @@ Tensor import_tensor(M* src, const char* op) {
   for (int64_t s : sizes) {
     KILN_CHECK(s >= 0, Runtime, "[", op, "] DLTensor has a negative size: ", sizes);
   }
+  const bool empty = checked_numel(sizes, op) == 0;
   Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(sizes);
   const auto isz = static_cast<int64_t>(itemsize(dtype));
   char* first = static_cast<char*>(dl.data) + dl.byte_offset;
@@ -107,15 +108,21 @@ Tensor import_tensor(M* src, const char* op) {
   }
 
   // Element offsets of the lowest and highest addresses the view touches.
-  int64_t lo = 0, hi = 0;
-  const bool empty = shape_numel(sizes) == 0;
+  // Checked: the producer's strides are as untrusted as its sizes.
+  int64_t lo = 0, hi = 0, span = 0;
+  bool overflow = false;
   for (size_t d = 0; d < sizes.size() && !empty; ++d) {
-    const int64_t reach = (sizes[d] - 1) * strides[d];
-    (reach < 0 ? lo : hi) += reach;
+    int64_t reach;
+    overflow |= mul_overflows(sizes[d] - 1, strides[d], &reach);
+    overflow |= add_overflows(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
   }
+  overflow |= sub_overflows(hi, lo, &span) || add_overflows(span, 1, &span) ||
+              mul_overflows(span, isz, &span);
+  KILN_CHECK(empty || !overflow, Runtime, "[", op,
+             "] Storage size calculation overflowed with sizes=", sizes, " and strides=", strides);
   auto storage = std::make_shared<StorageImpl>();
   storage->device = device;
-  storage->nbytes = empty ? 0 : static_cast<size_t>((hi - lo + 1) * isz);
+  storage->nbytes = empty ? 0 : static_cast<size_t>(span);
   storage->data = std::shared_ptr<void>(first + lo * isz, [src](void*) {
     if (src->deleter) src->deleter(src);
   });

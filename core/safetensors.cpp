@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <random>
 #include <utility>
 #include <vector>
@@ -330,23 +329,16 @@ Entry check_entry(const std::string& key, const Json& e, uint64_t data_size,
   const Json& shape = *fields[1];
   KILN_CHECK(shape.kind == Json::Kind::Array, Value, at,
              "shape must be a list of non-negative integers; got ", kind_name(shape.kind));
-  std::vector<int64_t> dims;
-  uint64_t numel = 1;
-  bool overflow = false;
   for (const Json& d : shape.items) {
     KILN_CHECK(d.kind == Json::Kind::Int && d.num >= 0, Value, at,
                "shape must be a list of non-negative integers; got an element that is ",
                d.kind == Json::Kind::Int ? str_cat(d.num) : kind_name(d.kind));
-    dims.push_back(d.num);
-    uint64_t n = static_cast<uint64_t>(d.num);
-    if (n != 0 && numel > std::numeric_limits<uint64_t>::max() / n) overflow = true;
-    numel *= n;
+    out.shape.push_back(d.num);
   }
-  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) {
-    numel = 0;
-    overflow = false;
-  }
-  out.shape = Shape(dims);
+  // The sizes a tensor may have (Note [Checked shape arithmetic] in core/shape.h).
+  int64_t numel = 0, nbytes = 0;
+  const bool overflow = !numel_fits(out.shape, &numel) ||
+                        mul_overflows(numel, static_cast<int64_t>(itemsize(out.dtype)), &nbytes);
 
   const Json& offs = *fields[2];
   KILN_CHECK(offs.kind == Json::Kind::Array && offs.items.size() == 2 &&
@@ -355,13 +347,11 @@ Entry check_entry(const std::string& key, const Json& e, uint64_t data_size,
              Value, at, "data_offsets must be [begin, end] integers with 0 <= begin <= end");
   out.begin = offs.items[0].num;
   out.end = offs.items[1].num;
-  const uint64_t span = static_cast<uint64_t>(out.end - out.begin);
-  const uint64_t size = itemsize(out.dtype);
-  KILN_CHECK(
-      !overflow && numel <= std::numeric_limits<uint64_t>::max() / size && numel * size == span,
-      Value, at, "data_offsets [", out.begin, ", ", out.end, "] span ", span, " bytes but dtype ",
-      found->code, " and shape ", dims, " need ",
-      overflow ? std::string("more than 2^64") : str_cat(numel * size));
+  const int64_t span = out.end - out.begin;
+  KILN_CHECK(!overflow, Value, at, "shape ", out.shape, " of dtype ", found->code,
+             " is too large: Storage size calculation overflowed");
+  KILN_CHECK(nbytes == span, Value, at, "data_offsets [", out.begin, ", ", out.end, "] span ", span,
+             " bytes but dtype ", found->code, " and shape ", out.shape, " need ", nbytes);
   KILN_CHECK(static_cast<uint64_t>(out.end) <= data_size, Value, at, "data_offsets [", out.begin,
              ", ", out.end, "] run past the data region of ", data_size, " bytes");
   return out;

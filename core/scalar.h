@@ -14,7 +14,7 @@ class Scalar {
   Scalar(int v) : Scalar(int64_t(v)) {}
   Scalar(int64_t v) : kind_(DType::Int64), i_(v), d_(static_cast<double>(v)) {}
   Scalar(float v) : Scalar(double(v)) {}
-  Scalar(double v) : kind_(DType::Float64), i_(static_cast<int64_t>(v)), d_(v) {}
+  Scalar(double v) : kind_(DType::Float64), i_(truncate(v)), d_(v) {}
 
   // Bool, Int64 or Float64: the dtype a Python number of this kind has.
   DType kind() const { return kind_; }
@@ -31,9 +31,28 @@ class Scalar {
   }
 
  private:
+  // v toward zero, saturated to int64's range (NaN gives 0): a plain cast of an
+  // out-of-range double is undefined behaviour.
+  static int64_t truncate(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9223372036854775808.0) return INT64_MAX;
+    if (v < -9223372036854775808.0) return INT64_MIN;
+    return static_cast<int64_t>(v);
+  }
+
   DType kind_;
   int64_t i_;
   double d_;
 };
+
+// Whether `value` converts to `dtype` without overflow, by PyTorch's rules for
+// Python numbers: integer dtypes take numbers in their range (unsigned ones also
+// negative integers down to -max, which wrap: -1 is 255 in uint8), but never NaN
+// or infinities; floating dtypes take NaN, infinities and numbers within their
+// largest finite value; bool takes anything.
+bool scalar_fits(Scalar value, DType dtype);
+// RuntimeError "[op] value cannot be converted to type <dtype> without overflow"
+// unless scalar_fits.
+void check_scalar_fits(Scalar value, DType dtype, const char* op);
 
 }  // namespace kiln

@@ -13,6 +13,30 @@ std::ostream& operator<<(std::ostream& os, const Shape& s) {
   return os << ']';
 }
 
+void fail_invalid_sizes(const Shape& sizes, const char* op) {
+  for (int64_t s : sizes) {
+    KILN_CHECK(s >= 0, Runtime, "[", op, "] Trying to create tensor with negative dimension ", s,
+               ": ", sizes);
+  }
+  fail(ErrorKind::Runtime, "[", op, "] Storage size calculation overflowed with sizes=", sizes);
+}
+
+int64_t checked_storage_extent(const Shape& sizes, const Shape& strides, int64_t offset,
+                               const char* op) {
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return 0;
+  int64_t last = offset;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t reach;
+    KILN_CHECK(
+        !mul_overflows(sizes[i] - 1, strides[i], &reach) && !add_overflows(last, reach, &last),
+        Runtime, "[", op, "] Storage size calculation overflowed with sizes=", sizes,
+        " and strides=", strides);
+  }
+  KILN_CHECK(last < INT64_MAX, Runtime, "[", op,
+             "] Storage size calculation overflowed with sizes=", sizes, " and strides=", strides);
+  return last + 1;
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);
   KILN_CHECK(dim >= -n && dim < n, Index, "[", op,
@@ -51,7 +75,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 Shape infer_size(const Shape& shape, int64_t numel, const char* op) {
   Shape out = shape;
-  int64_t known = 1;
   int64_t infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
@@ -61,10 +84,17 @@ Shape infer_size(const Shape& shape, int64_t numel, const char* op) {
     } else {
       KILN_CHECK(shape[i] >= 0, Runtime, "[", op, "] invalid shape dimension ", shape[i], " in ",
                  shape);
-      known *= shape[i];
     }
   }
+  if (infer_at >= 0) out[infer_at] = 1;
+  // The known sizes must be valid on their own; the inferred one then keeps the product in range.
+  int64_t known;
+  KILN_CHECK(numel_fits(out, &known), Runtime, "[", op,
+             "] Storage size calculation overflowed with sizes=", shape);
   if (infer_at >= 0) {
+    KILN_CHECK(known != 0 || numel != 0, Runtime, "[", op,
+               "] cannot reshape tensor of 0 elements into shape ", shape,
+               " because the unspecified dimension size -1 can be any value and is ambiguous");
     KILN_CHECK(known != 0 && numel % known == 0, Runtime, "[", op, "] shape '", shape,
                "' is invalid for input of size ", numel);
     out[infer_at] = numel / known;

@@ -1,7 +1,8 @@
-// Shape arithmetic shared by all ops: dim wrapping, broadcasting, view sizes.
+// Shape arithmetic shared by all ops: checked sizes, dim wrapping, broadcasting, view sizes.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -196,6 +197,85 @@ class Shape {
 // Shapes print as [2, 3] in messages.
 std::ostream& operator<<(std::ostream& os, const Shape& s);
 
+// Note [Checked shape arithmetic]
+// Sizes, strides and offsets reach kiln from users (kiln.empty(2**62, 2**62),
+// as_strided, x[::2**62], a checkpoint's header), and an int64 product of them
+// that wraps is undefined behaviour that in practice gives a tensor whose numel
+// or byte count wrapped to something small: the allocation is small and the
+// first write lands outside it. So every size, stride and byte count built from
+// such input goes through the helpers below, which fail with RuntimeError
+// "[op] Storage size calculation overflowed with sizes=[...]" (PyTorch's words).
+//
+// A tensor's sizes are valid when none is negative and their product with zeros
+// counted as ones fits in int64. The second part is stricter than "numel fits"
+// (which [0, 2**62, 2**62] passes): that product is the largest stride of the
+// contiguous layout, so it must be representable too, and with it any product
+// of some of a valid tensor's sizes (a reduction's outer count, a merged dim, a
+// view's stride) fits without further checks. NumPy draws the same line. Byte
+// counts must fit in int64 as well, PyTorch's bound, since element offsets are
+// scaled by the item size in int64 (Tensor::data_ptr). No allocator grants that
+// much, but a count that wrapped would reach it looking small.
+// Tensors that already exist are valid (TensorImpl checks its sizes), so ops
+// check only where new sizes come from outside: factories, view shapes, expand,
+// as_strided, repeat, unfold, cat, loaded headers.
+
+// a * b (a + b, a - b) into *out; true when the exact result does not fit in int64.
+inline bool mul_overflows(int64_t a, int64_t b, int64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+inline bool add_overflows(int64_t a, int64_t b, int64_t* out) {
+  return __builtin_add_overflow(a, b, out);
+}
+inline bool sub_overflows(int64_t a, int64_t b, int64_t* out) {
+  return __builtin_sub_overflow(a, b, out);
+}
+
+// Sets *numel to the element count of a tensor of `sizes` and returns true when
+// the sizes are valid (Note [Checked shape arithmetic]); false otherwise.
+inline bool numel_fits(const Shape& sizes, int64_t* numel) {
+  int64_t bound = 1;
+  bool has_zero = false;
+  for (int64_t s : sizes) {
+    if (s > 0) {
+      if (mul_overflows(bound, s, &bound)) return false;
+    } else if (s == 0) {
+      has_zero = true;
+    } else {
+      return false;
+    }
+  }
+  *numel = has_zero ? 0 : bound;
+  return true;
+}
+
+// RuntimeError "[op] Trying to create tensor with negative dimension" or "[op]
+// Storage size calculation overflowed with sizes=...", whichever `sizes` earns.
+[[noreturn]] void fail_invalid_sizes(const Shape& sizes, const char* op);
+
+// The element count of a tensor of `sizes`; RuntimeError naming `op` unless the
+// sizes are valid (Note [Checked shape arithmetic]).
+inline int64_t checked_numel(const Shape& sizes, const char* op) {
+  int64_t numel;
+  if (!numel_fits(sizes, &numel)) fail_invalid_sizes(sizes, op);
+  return numel;
+}
+
+// Bytes of a contiguous tensor of `sizes` with items of `itemsize` bytes:
+// checked_numel's errors, and the overflow error when they exceed int64.
+inline size_t checked_nbytes(const Shape& sizes, size_t itemsize, const char* op) {
+  int64_t bytes;
+  if (mul_overflows(checked_numel(sizes, op), static_cast<int64_t>(itemsize), &bytes))
+    fail_invalid_sizes(sizes, op);
+  return static_cast<size_t>(bytes);
+}
+
+// Storage elements a view of (sizes, strides, offset) reaches: offset + 1 +
+// sum((size - 1) * stride), or 0 when it has no elements. Sizes, strides and
+// the offset must be non-negative. RuntimeError "[op] Storage size calculation
+// overflowed with sizes=... and strides=..." when that does not fit in int64.
+int64_t checked_storage_extent(const Shape& sizes, const Shape& strides, int64_t offset,
+                               const char* op);
+
 // Wraps a possibly negative dim into [0, ndim); IndexError naming `op` otherwise.
 // A 0-d tensor accepts dims -1 and 0, as in PyTorch.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
@@ -203,7 +283,8 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t ndim, const char* op);
 // NumPy broadcasting; RuntimeError naming `op` and both shapes otherwise.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
-// Resolves one -1 in a view/reshape shape for `numel` elements.
+// Resolves one -1 in a view/reshape shape for `numel` elements; the result is
+// valid (Note [Checked shape arithmetic]).
 Shape infer_size(const Shape& shape, int64_t numel, const char* op);
 // Strides for viewing (sizes, strides) as `shape` without a copy, or empty if impossible.
 bool compute_view_strides(const Shape& sizes, const Shape& strides, const Shape& shape,

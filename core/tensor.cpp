@@ -71,7 +71,8 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t acc = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
+    if (mul_overflows(acc, std::max<int64_t>(sizes[i], 1), &acc))
+      fail_invalid_sizes(sizes, "contiguous_strides");
   }
   return strides;
 }
@@ -97,12 +98,6 @@ bool has_internal_overlap(const Tensor& t) {
   return false;
 }
 
-int64_t shape_numel(const Shape& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
 TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype,
                        std::shared_ptr<VersionCounter> version)
     : storage_(std::move(storage)),
@@ -115,7 +110,9 @@ TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t offs
 }
 
 void TensorImpl::refresh_layout() {
-  numel_ = shape_numel(sizes_);
+  // Ops check the sizes they make under their own name first; this catches any
+  // path that builds a TensorImpl from unchecked sizes.
+  numel_ = checked_numel(sizes_, "TensorImpl");
   contiguous_ = true;
   int64_t expected = 1;
   for (size_t i = sizes_.size(); i-- > 0;) {
@@ -207,12 +204,8 @@ uint32_t Tensor::output_nr() const { return impl_->autograd_ ? impl_->autograd_-
 uint32_t Tensor::version() const { return impl_->version_->version; }
 void Tensor::bump_version() const { ++impl_->version_->version; }
 
-Tensor make_tensor(const Shape& sizes, DType dtype, Device device) {
-  for (int64_t s : sizes) {
-    KILN_CHECK(s >= 0, Runtime, "[empty] Trying to create tensor with negative dimension ", s, ": ",
-               sizes);
-  }
-  size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * kiln::itemsize(dtype);
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device, const char* op) {
+  const size_t nbytes = checked_nbytes(sizes, kiln::itemsize(dtype), op);
   AllocationLabel label;
   if (!device.is_cpu() && sizes.size() <= AllocationLabel::kMaxDims) {
     label.ndim = static_cast<int>(sizes.size());

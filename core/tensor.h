@@ -148,11 +148,13 @@ bool overlaps_differently(const Tensor& dst, const Tensor& src);
 // stride 0): such a tensor cannot be written to elementwise.
 bool has_internal_overlap(const Tensor& t);
 
+// Row-major strides for `sizes`; RuntimeError when they overflow int64 (Note
+// [Checked shape arithmetic] in core/shape.h).
 Shape contiguous_strides(const Shape& sizes);
-int64_t shape_numel(const Shape& sizes);
 
-// A new contiguous tensor with uninitialized memory.
-Tensor make_tensor(const Shape& sizes, DType dtype, Device device);
+// A new contiguous tensor with uninitialized memory. RuntimeError naming `op`
+// for negative sizes and for sizes whose element or byte count overflows.
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device, const char* op = "empty");
 // A tensor aliasing `base`'s storage and version counter with new geometry.
 // No autograd record: ops in ops/view.cpp add that.
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);

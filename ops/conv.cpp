@@ -646,11 +646,13 @@ Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
     for (int64_t i = 0; i < n; ++i) {
       lo[static_cast<size_t>(input.dim() - 1 - i)] = pads[static_cast<size_t>(2 * i)];
       hi[static_cast<size_t>(input.dim() - 1 - i)] = pads[static_cast<size_t>(2 * i + 1)];
-      int64_t d = input.dim() - 1 - i;
+      int64_t d = input.dim() - 1 - i, size;
+      KILN_CHECK(!add_overflows(input.size(d), pads[static_cast<size_t>(2 * i)], &size) &&
+                     !add_overflows(size, pads[static_cast<size_t>(2 * i + 1)], &size),
+                 Runtime, "[pad] Storage size calculation overflowed padding dimension ", d,
+                 " of input ", input.sizes(), " by ", pads);
       KILN_CHECK(
-          input.size(d) + pads[static_cast<size_t>(2 * i)] + pads[static_cast<size_t>(2 * i + 1)] >=
-              0,
-          Runtime, "[pad] The input size ", input.size(d), ", plus negative padding ",
+          size >= 0, Runtime, "[pad] The input size ", input.size(d), ", plus negative padding ",
           pads[static_cast<size_t>(2 * i)], " and ", pads[static_cast<size_t>(2 * i + 1)],
           " resulted in a negative output size at dimension ", d, " of input ", input.sizes());
     }

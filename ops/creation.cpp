@@ -1,6 +1,8 @@
 #include "ops/creation.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "autograd/function.h"
 #include "core/error.h"
@@ -12,25 +14,30 @@
 
 namespace kiln {
 
-Tensor empty(const Shape& shape, DType dtype, Device device) {
-  return make_tensor(shape, dtype, concrete_device(device));
+Tensor empty(const Shape& shape, DType dtype, Device device, const char* op) {
+  return make_tensor(shape, dtype, concrete_device(device), op);
 }
 
-Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
+Tensor full(const Shape& shape, Scalar value, DType dtype, Device device, const char* op) {
+  check_scalar_fits(value, dtype, op);
+  Tensor t = empty(shape, dtype, device, op);
   backend(t.device()).fill(t, value);
   return t;
 }
 
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor zeros(const Shape& shape, DType dtype, Device device, const char* op) {
+  return full(shape, 0, dtype, device, op);
+}
+Tensor ones(const Shape& shape, DType dtype, Device device, const char* op) {
+  return full(shape, 1, dtype, device, op);
+}
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }
 Tensor full_like(const Tensor& t, Scalar v) { return full(t.sizes(), v, t.dtype(), t.device()); }
 
-Tensor scalar_tensor(Scalar value, DType dtype, Device device) {
-  return full({}, value, dtype, device);
+Tensor scalar_tensor(Scalar value, DType dtype, Device device, const char* op) {
+  return full({}, value, dtype, device, op);
 }
 
 Tensor wrapped_scalar(Scalar value) {
@@ -49,21 +56,41 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
   KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Runtime,
              "[arange] upper bound and larger bound inconsistent with step sign: start=", s,
              ", end=", e, ", step=", st);
-  int64_t n = all_int ? (end.to_int() - start.to_int() + step.to_int() - (st > 0 ? 1 : -1)) /
-                            step.to_int()
-                      : static_cast<int64_t>(std::ceil((e - s) / st));
-  if (n < 0) n = 0;
-  Tensor cpu = empty({n}, dt, Device());
+  // The length in 128 bits (end - start spans up to 2**64) or in double, each
+  // checked against int64 before it becomes a size.
+  int64_t n;
+  if (all_int) {
+    const __int128 span = static_cast<__int128>(end.to_int()) - start.to_int();
+    const __int128 len = (span + step.to_int() - (st > 0 ? 1 : -1)) / step.to_int();
+    KILN_CHECK(len <= INT64_MAX, Runtime,
+               "[arange] invalid size, possible overflow: start=", start.to_int(),
+               ", end=", end.to_int(), ", step=", step.to_int());
+    // Doubles that round end and start together can let a slightly backwards range through.
+    n = std::max<int64_t>(static_cast<int64_t>(len), 0);
+  } else {
+    const double len = std::ceil((e - s) / st);
+    KILN_CHECK(len < 9223372036854775808.0, Runtime,
+               "[arange] invalid size, possible overflow: start=", s, ", end=", e, ", step=", st);
+    n = static_cast<int64_t>(len);
+  }
+  Tensor cpu = empty({n}, dt, Device(), "arange");
   dispatch_numeric(dt, "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = cpu.data<T>();
     for (int64_t i = 0; i < n; ++i) {
-      p[i] = all_int ? cpu::convert<T>(start.to_int() + i * step.to_int())
-                     : cpu::convert<T>(s + static_cast<double>(i) * st);
+      if (all_int) {
+        // In uint64, whose wrapping is defined: i * step alone can leave int64
+        // when end - start does, but start + i * step lies between the two.
+        const auto v = static_cast<uint64_t>(start.to_int()) +
+                       static_cast<uint64_t>(i) * static_cast<uint64_t>(step.to_int());
+        p[i] = cpu::convert<T>(static_cast<int64_t>(v));
+      } else {
+        p[i] = cpu::convert<T>(s + static_cast<double>(i) * st);
+      }
     }
   });
   if (device.is_cpu()) return cpu;
-  Tensor out = empty({n}, dt, device);
+  Tensor out = empty({n}, dt, device, "arange");
   backend(out.device()).copy(out, cpu);
   return out;
 }
@@ -72,8 +99,8 @@ namespace {
 
 // `steps` evenly spaced float64 values on the host, filled from both ends as PyTorch
 // does, so the end point is exact.
-Tensor linspace_host(double start, double end, int64_t steps) {
-  Tensor cpu = empty({steps}, DType::Float64, Device());
+Tensor linspace_host(double start, double end, int64_t steps, const char* op) {
+  Tensor cpu = empty({steps}, DType::Float64, Device(), op);
   double* p = cpu.data<double>();
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   const int64_t half = steps / 2;
@@ -88,8 +115,8 @@ Tensor linspace_host(double start, double end, int64_t steps) {
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
   KILN_CHECK(steps >= 0, Runtime, "[linspace] number of steps must be non-negative, got ", steps);
-  Tensor cpu = linspace_host(start, end, steps);
-  Tensor out = empty({steps}, dtype, device);
+  Tensor cpu = linspace_host(start, end, steps, "linspace");
+  Tensor out = empty({steps}, dtype, device, "linspace");
   backend(out.device()).copy(out, cpu);
   return out;
 }
@@ -101,10 +128,10 @@ Tensor logspace(double start, double end, int64_t steps, double base, DType dtyp
     start = std::trunc(start);
     end = std::trunc(end);
   }
-  Tensor cpu = linspace_host(start, end, steps);
+  Tensor cpu = linspace_host(start, end, steps, "logspace");
   double* p = cpu.data<double>();
   for (int64_t i = 0; i < steps; ++i) p[i] = std::pow(base, p[i]);
-  Tensor out = empty({steps}, dtype, device);
+  Tensor out = empty({steps}, dtype, device, "logspace");
   backend(out.device()).copy(out, cpu);
   return out;
 }
@@ -113,7 +140,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype, Device device) {
   int64_t cols = m ? *m : n;
   KILN_CHECK(n >= 0 && cols >= 0, Runtime, "[eye] n and m must be non-negative, got n=", n,
              ", m=", cols);
-  Tensor out = zeros({n, cols}, dtype, device);
+  Tensor out = zeros({n, cols}, dtype, device, "eye");
   int64_t k = std::min(n, cols);
   if (k > 0) {
     // The diagonal is a strided view with stride cols + 1.
@@ -124,6 +151,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype, Device device) {
 }
 
 const Tensor& fill_(const Tensor& self, Scalar value) {
+  check_scalar_fits(value, self.dtype(), "fill_");
   // The new value is a constant: the clone is written and carries no history.
   return apply_inplace(
       self, {}, "fill_",

@@ -528,9 +528,10 @@ void index_add_into(const Tensor& target, int64_t dim, const Tensor& index, cons
              target.sizes());
   Shape want = target.sizes();
   want[d] = idx.numel();
-  KILN_CHECK(shape_numel(want) == source.numel() && (source.dim() == 0 || source.sizes() == want),
-             Runtime, "[", op, "] source ", source.sizes(), " must match self ", target.sizes(),
-             " except along dimension ", d, ", which must have index's ", idx.numel(), " elements");
+  KILN_CHECK(
+      checked_numel(want, op) == source.numel() && (source.dim() == 0 || source.sizes() == want),
+      Runtime, "[", op, "] source ", source.sizes(), " must match self ", target.sizes(),
+      " except along dimension ", d, ", which must have index's ", idx.numel(), " elements");
   GradModeGuard no_grad(false);
   Tensor values = reshape(source, want);
   if (!(alpha.is_integral() && alpha.to_int() == 1)) values = mul(values, alpha);

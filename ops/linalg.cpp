@@ -120,7 +120,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
              " cannot be multiplied (", k, " vs ", k2, " in the contracted dimension)");
   Shape xb(x.sizes().begin(), x.sizes().end() - 2), yb(y.sizes().begin(), y.sizes().end() - 2);
   Shape batch = broadcast_shapes(xb, yb, "matmul");
-  int64_t nb = shape_numel(batch);
+  int64_t nb = checked_numel(batch, "matmul");
   Shape xs = batch, ys = batch;
   xs.insert(xs.end(), {m, k});
   ys.insert(ys.end(), {k, n});
@@ -237,7 +237,8 @@ Tensor inner(const Tensor& a, const Tensor& b) {
   Shape shape = rows_a;
   shape.insert(shape.end(), rows_b.begin(), rows_b.end());
   // Explicit row counts: -1 cannot be inferred when k == 0.
-  return reshape(mm(reshape(a, {shape_numel(rows_a), k}), t(reshape(b, {shape_numel(rows_b), k}))),
+  return reshape(mm(reshape(a, {checked_numel(rows_a, "inner"), k}),
+                    t(reshape(b, {checked_numel(rows_b, "inner"), k}))),
                  shape);
 }
 
@@ -271,7 +272,11 @@ Tensor kron(const Tensor& a, const Tensor& b) {
   for (int64_t i = 0; i < r; ++i) {
     ia.insert(ia.end(), {sa[i], 1});
     ib.insert(ib.end(), {1, sb[i]});
-    out.push_back(sa[i] * sb[i]);
+    int64_t size;
+    KILN_CHECK(!mul_overflows(sa[i], sb[i], &size), Runtime,
+               "[kron] Storage size calculation overflowed for shapes ", a.sizes(), " and ",
+               b.sizes());
+    out.push_back(size);
   }
   return reshape(mul(reshape(a, ia), reshape(b, ib)), out);
 }

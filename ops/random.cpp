@@ -192,14 +192,14 @@ Tensor from_host(Tensor cpu, DType dtype, Device device) {
 
 Tensor rand(const Shape& shape, DType dtype, Device device, Generator* gen) {
   check_floating(dtype, "rand");
-  Tensor out = empty(shape, dtype, device);
+  Tensor out = empty(shape, dtype, device, "rand");
   sample_into(out, RandomDist::Uniform, RandomParams{{}, 0.0, 1.0}, gen, "rand");
   return out;
 }
 
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
   check_floating(dtype, "randn");
-  Tensor out = empty(shape, dtype, device);
+  Tensor out = empty(shape, dtype, device, "randn");
   sample_into(out, RandomDist::Normal, RandomParams{{}, 0.0, 1.0}, gen, "randn");
   return out;
 }
@@ -208,7 +208,7 @@ Tensor normal(double mean, double std, const Shape& shape, DType dtype, Device d
               Generator* gen) {
   check_floating(dtype, "normal");
   KILN_CHECK(std >= 0.0, Runtime, "[normal] expects std >= 0.0, but found std ", std);
-  Tensor out = empty(shape, dtype, device);
+  Tensor out = empty(shape, dtype, device, "normal");
   sample_into(out, RandomDist::Normal, RandomParams{{}, mean, std}, gen, "normal");
   return out;
 }
@@ -226,7 +226,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
   KILN_CHECK(low < high, Runtime, "[randint] expects 'low' to be less than 'high', but got low=",
              low, " >= high=", high);
   check_int_range(low, high, dtype, "randint");
-  Tensor out = empty(shape, dtype, device);
+  Tensor out = empty(shape, dtype, device, "randint");
   RandomParams p;
   p.low = low;
   p.range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
@@ -237,7 +237,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
 Tensor randperm(int64_t n, DType dtype, Device device, Generator* gen) {
   KILN_CHECK(n >= 0, Runtime, "[randperm] n must be non-negative, got ", n);
   Generator& g = resolve_generator(gen, device, "randperm");
-  Tensor cpu = empty({n}, DType::Int64, Device());
+  Tensor cpu = empty({n}, DType::Int64, Device(), "randperm");
   int64_t* p = cpu.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) p[i] = i;
   // Fisher-Yates, one counter per position.
@@ -295,10 +295,11 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
                "multinomial distribution (with replacement=False, not enough non-zero categories "
                "to sample): row ", r, " has ", nonzero, " but ", num_samples, " were requested");
   }
+  // Allocated first: its size check bounds rows * num_samples for the counters.
+  Tensor cpu = empty(probs.dim() == 2 ? Shape{rows, num_samples} : Shape{num_samples}, DType::Int64,
+                     Device(), "multinomial");
   const int64_t per_row = std::max(num_samples, cats);
   HostStream s{g.reserve(static_cast<uint64_t>(rows * per_row))};
-  Tensor cpu = empty(probs.dim() == 2 ? Shape{rows, num_samples} : Shape{num_samples},
-                     DType::Int64, Device());
   int64_t* out = cpu.data<int64_t>();
   std::vector<double> acc(cats);
   std::vector<int64_t> order(cats);

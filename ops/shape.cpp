@@ -79,9 +79,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       }
       offsets[i] = shape[d];
       lengths[i] = t.sizes()[d];
-      shape[d] += lengths[i];
+      KILN_CHECK(!add_overflows(shape[d], lengths[i], &shape[d]), Runtime,
+                 "[cat] Storage size calculation overflowed: the sizes along dim ", d,
+                 " sum past int64 at tensor number ", i, " (shape ", t.sizes(), ")");
     }
-    out = make_tensor(shape, dtype, dev);
+    out = make_tensor(shape, dtype, dev, "cat");
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (offsets[i] >= 0) copy_raw(narrow(out, d, offsets[i], lengths[i]), tensors[i]);
     }
@@ -379,11 +381,15 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
                "[repeat] Trying to create tensor with negative "
                "dimension ",
                repeats[i], ": repeats ", Shape(repeats));
-    out_shape.push_back(repeats[i] * padded[i]);
+    int64_t size;
+    KILN_CHECK(!mul_overflows(repeats[i], padded[i], &size), Runtime,
+               "[repeat] Storage size calculation overflowed repeating a tensor of shape ",
+               x.sizes(), " by ", Shape(repeats));
+    out_shape.push_back(size);
     pairs.insert(pairs.end(), {repeats[i], padded[i]});
     unit_pairs.insert(unit_pairs.end(), {1, padded[i]});
   }
-  Tensor out = make_tensor(out_shape, x.dtype(), x.device());
+  Tensor out = make_tensor(out_shape, x.dtype(), x.device(), "repeat");
   if (out.numel() > 0) copy_raw(view(out, pairs), expand(reshape(detach(x), unit_pairs), pairs));
   if (needs_grad({x})) {
     Shape in_shape = x.sizes();
@@ -452,6 +458,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   Tensor u = unsqueeze(in, d + 1);
   Shape target = u.sizes();
   target[d + 1] = repeats;
+  checked_numel(target, "repeat_interleave");
   return flatten(expand(u, target), d, d + 1);
 }
 
@@ -473,9 +480,11 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   for (int64_t i = 0; i < counts.numel(); ++i) {
     KILN_CHECK(c[i] >= 0, Runtime, "[repeat_interleave] repeats can not be negative, got ", c[i],
                " at position ", i);
-    total += c[i];
+    KILN_CHECK(!add_overflows(total, c[i], &total), Runtime,
+               "[repeat_interleave] Storage size calculation overflowed: the repeats sum past ",
+               "int64 at position ", i);
   }
-  Tensor index = empty({total}, DType::Int64, Device());
+  Tensor index = empty({total}, DType::Int64, Device(), "repeat_interleave");
   int64_t* out = index.data<int64_t>();
   for (int64_t i = 0; i < counts.numel(); ++i)
     for (int64_t r = 0; r < c[i]; ++r) *out++ = i;

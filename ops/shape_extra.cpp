@@ -239,14 +239,13 @@ Tensor empty_strided(const Shape& size, const Shape& stride, DType dtype, Device
   KILN_CHECK(size.size() == stride.size(), Runtime,
              "[empty_strided] mismatch in length of strides and shape: size ", size, " and stride ",
              stride);
-  int64_t extent = 1;
   for (size_t i = 0; i < size.size(); ++i) {
     KILN_CHECK(size[i] >= 0, Runtime, "[empty_strided] negative dimension in size ", size);
     KILN_CHECK(stride[i] >= 0, Runtime, "[empty_strided] negative stride in stride ", stride);
-    if (size[i] == 0) extent = 0;
-    if (extent > 0) extent += (size[i] - 1) * stride[i];
   }
-  return as_strided(empty({extent}, dtype, device), size, stride, 0);
+  checked_numel(size, "empty_strided");
+  const int64_t extent = checked_storage_extent(size, stride, 0, "empty_strided");
+  return as_strided(empty({extent}, dtype, device, "empty_strided"), size, stride, 0);
 }
 
 }  // namespace kiln

@@ -91,6 +91,7 @@ Tensor expand(const Tensor& t, const Shape& shape) {
     }
   }
   if (sizes == t.sizes()) return t;
+  checked_numel(sizes, "expand");
   // The engine sums broadcast gradients down to the input's shape.
   return record_view("expand", t, make_view(t, sizes, strides, t.storage_offset()),
                      [](const Tensor& g) { return g; });
@@ -208,8 +209,11 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
   end = std::clamp<int64_t>(end, start, size);
   Shape sizes = x.sizes(), strides = x.strides();
   int64_t offset = x.storage_offset() + start * strides[d];
-  sizes[d] = (end - start + step - 1) / step;
-  strides[d] *= step;
+  sizes[d] = end > start ? (end - start - 1) / step + 1 : 0;
+  // The scaled stride overflows only for a step past the end (x[::2**62]),
+  // which leaves at most one element: its stride never scales an index.
+  int64_t scaled;
+  if (!mul_overflows(strides[d], step, &scaled)) strides[d] = scaled;
   Shape in_shape = x.sizes();
   return record_view("slice", x, make_view(x, sizes, strides, offset),
                      [in_shape, d, start, end, step](const Tensor& g) {
@@ -322,6 +326,7 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
   int64_t len = x.dim() == 0 ? 1 : x.sizes()[d];
   KILN_CHECK(size <= len, Runtime, "[unfold] maximum size for tensor at dimension ", d, " is ", len,
              " but size is ", size);
+  KILN_CHECK(size >= 0, Runtime, "[unfold] size is ", size, " but must be >= 0");
   KILN_CHECK(step > 0, Runtime, "[unfold] step is ", step, " but must be > 0");
   Shape sizes = x.sizes(), strides = x.strides();
   if (x.dim() == 0) {
@@ -331,9 +336,13 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
   int64_t st = strides[d];
   const int64_t windows = (len - size) / step + 1;
   sizes[d] = windows;
-  strides[d] = st * step;
+  // As in slice, the stride overflows only when the step leaves one window.
+  int64_t scaled;
+  if (!mul_overflows(st, step, &scaled)) strides[d] = scaled;
   sizes.push_back(size);
   strides.push_back(st);
+  // Overlapping windows can hold more elements than the input (a 2**62-long expanded row).
+  checked_numel(sizes, "unfold");
   Tensor out = make_view(x, sizes, strides, x.storage_offset());
   Shape in_shape = x.sizes();
   if (x.dim() == 0) {
@@ -359,20 +368,20 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides,
   KILN_CHECK(sizes.size() == strides.size(), Runtime, "[as_strided] mismatch in length of sizes (",
              sizes.size(), ") and strides (", strides.size(), ")");
   int64_t offset = storage_offset.value_or(x.storage_offset());
-  int64_t max_index = offset;
+  KILN_CHECK(offset >= 0, Runtime, "[as_strided] Tensor: invalid storage offset ", offset);
   for (size_t i = 0; i < sizes.size(); ++i) {
     KILN_CHECK(sizes[i] >= 0 && strides[i] >= 0, Runtime,
-               "[as_strided] sizes and strides must be non-negative, got ", sizes, " and ", strides);
-    if (sizes[i] == 0) max_index = -1;
-    if (max_index >= 0) max_index += (sizes[i] - 1) * strides[i];
+               "[as_strided] sizes and strides must be non-negative, got ", sizes, " and ",
+               strides);
   }
-  KILN_CHECK(max_index < static_cast<int64_t>(x.storage()->nbytes / x.itemsize()), Runtime,
-             "[as_strided] view of sizes ", sizes, " and strides ", strides,
-             " is out of bounds for storage of ", x.storage()->nbytes / x.itemsize(), " elements");
+  checked_numel(sizes, "as_strided");
+  const int64_t storage_numel = static_cast<int64_t>(x.storage()->nbytes / x.itemsize());
+  KILN_CHECK(checked_storage_extent(sizes, strides, offset, "as_strided") <= storage_numel, Runtime,
+             "[as_strided] view of sizes ", sizes, ", strides ", strides, " and storage offset ",
+             offset, " is out of bounds for storage of ", storage_numel, " elements");
   // Backward scatters the gradient into a buffer shaped like the whole
   // storage (index_add sums where the view overlaps itself, as unfold with
   // step < size does), then reads it back through the input's geometry.
-  const int64_t storage_numel = static_cast<int64_t>(x.storage()->nbytes / x.itemsize());
   return record_view("as_strided", x, make_view(x, sizes, strides, offset),
                      [=, in_sizes = x.sizes(), in_strides = x.strides(),
                       in_offset = x.storage_offset()](const Tensor& g) -> Tensor {

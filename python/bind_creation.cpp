@@ -65,20 +65,20 @@ void init_creation(py::module_& m, TensorClass& cls) {
           auto o = parse_factory_options(kw, name);
           like_layout(o, t);
           Device d = o.device.value_or(t.device());
-          return finish_factory(make(t.sizes(), o.dtype.value_or(t.dtype()), d), o);
+          return finish_factory(make(t.sizes(), o.dtype.value_or(t.dtype()), d, name), o);
         },
         py::arg("input"));
   };
-  like("empty_like", [](const Shape& s, DType d, Device dev) { return empty(s, d, dev); });
-  like("zeros_like", [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); });
-  like("ones_like", [](const Shape& s, DType d, Device dev) { return ones(s, d, dev); });
+  like("empty_like", &empty);
+  like("zeros_like", &zeros);
+  like("ones_like", &ones);
   m.def(
       "full_like",
       [](const Tensor& t, Scalar v, py::kwargs kw) {
         auto o = parse_factory_options(kw, "full_like");
         like_layout(o, t);
         Device d = o.device.value_or(t.device());
-        return finish_factory(full(t.sizes(), v, o.dtype.value_or(t.dtype()), d), o);
+        return finish_factory(full(t.sizes(), v, o.dtype.value_or(t.dtype()), d, "full_like"), o);
       },
       py::arg("input"), py::arg("fill_value"));
 
@@ -133,13 +133,13 @@ void init_creation(py::module_& m, TensorClass& cls) {
       "fill_", [](const Tensor& t, Scalar v) { return fill_(t, v); }, py::arg("value"));
   cls.def("zero_", [](const Tensor& t) { return zero_(t); });
   // Tensor.new_zeros(2, 3) / new_zeros((2, 3)): the source's dtype and device by default.
-  using Make = Tensor (*)(const Shape&, DType, Device);
+  using Make = Tensor (*)(const Shape&, DType, Device, const char*);
   for (auto [name, make] : std::initializer_list<std::pair<const char*, Make>>{
            {"new_zeros", &zeros}, {"new_ones", &ones}, {"new_empty", &empty}}) {
     cls.def(name, [name = name, make = make](const Tensor& t, py::args size, py::kwargs kw) {
       auto o = parse_factory_options(kw, name, false, true);
       return finish_factory(make(factory_shape(size, o, name), o.dtype.value_or(t.dtype()),
-                                 o.device.value_or(t.device())),
+                                 o.device.value_or(t.device()), name),
                             o);
     });
   }
@@ -147,9 +147,10 @@ void init_creation(py::module_& m, TensorClass& cls) {
       "new_full",
       [](const Tensor& t, py::object size, Scalar v, py::kwargs kw) {
         auto o = parse_factory_options(kw, "new_full");
-        return finish_factory(full(parse_shape_object(size, "new_full"), v,
-                                   o.dtype.value_or(t.dtype()), o.device.value_or(t.device())),
-                              o);
+        return finish_factory(
+            full(parse_shape_object(size, "new_full"), v, o.dtype.value_or(t.dtype()),
+                 o.device.value_or(t.device()), "new_full"),
+            o);
       },
       py::arg("size"), py::arg("fill_value"));
 }

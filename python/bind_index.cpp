@@ -174,7 +174,7 @@ Tensor value_tensor(py::handle value, const Tensor& self) {
   if (py::isinstance<TensorImpl>(value)) {
     v = to_dtype(value.cast<Tensor>(), self.dtype());
   } else if (scalar_from_object(value, &s)) {
-    v = scalar_tensor(s, self.dtype());
+    v = scalar_tensor(s, self.dtype(), Device(), "index_put_");
   } else {
     v = to_dtype(tensor_from_data(value, std::nullopt, "index_put_"), self.dtype());
   }
@@ -385,7 +385,7 @@ void init_index(py::module_& m, TensorClass& cls) {
     Scalar s;
     KILN_CHECK(scalar_from_object(value, &s), Type,
                "[masked_fill] value must be a number or a 0-d tensor, not ", type_name(value));
-    return scalar_tensor(s, x.dtype());
+    return scalar_tensor(s, x.dtype(), Device(), "masked_fill");
   };
   auto masked_fill_fn = [fill_value](const Tensor& x, const Tensor& mask, py::object value) {
     return masked_fill(x, mask, fill_value(x, value));

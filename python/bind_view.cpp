@@ -94,9 +94,15 @@ void init_view(py::module_& m, TensorClass& cls) {
   cls.def("unfold", [](const Tensor& x, int64_t d, int64_t size, int64_t step) {
     return unfold(x, d, size, step);
   }, py::arg("dimension"), py::arg("size"), py::arg("step"));
-  m.def("as_strided", [](const Tensor& x, py::object size, py::object stride, std::optional<int64_t> off) {
-    return as_strided(x, parse_shape_object(size, "as_strided"), parse_shape_object(stride, "as_strided"), off);
-  }, py::arg("input"), py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
+  auto as_strided_fn = [](const Tensor& x, py::object size, py::object stride,
+                          std::optional<int64_t> storage_offset) {
+    return as_strided(x, parse_shape_object(size, "as_strided"),
+                      parse_shape_object(stride, "as_strided"), storage_offset);
+  };
+  m.def("as_strided", as_strided_fn, py::arg("input"), py::arg("size"), py::arg("stride"),
+        py::arg("storage_offset") = py::none());
+  cls.def("as_strided", as_strided_fn, py::arg("size"), py::arg("stride"),
+          py::arg("storage_offset") = py::none());
 }
 
 }  // namespace kiln::python

@@ -47,6 +47,9 @@ bool dtype_from_numpy(const py::dtype& dt, DType* out) {
   return false;
 }
 
+// The most dims nested data may have, as in PyTorch.
+constexpr size_t kMaxDims = 64;
+
 // One flattened leaf of nested Python data.
 struct Leaves {
   std::vector<Scalar> values;
@@ -58,57 +61,93 @@ struct Leaves {
   size_t scalar_depth = SIZE_MAX;
 };
 
-void walk(py::handle h, size_t depth, Shape* shape, Leaves* leaves, const char* op) {
-  if (py::isinstance<TensorImpl>(h)) {
-    Tensor t = h.cast<Tensor>();
-    KILN_CHECK(t.numel() == 1 && t.dim() == 0, Value, "[", op,
-               "] only one element tensors can be converted to Python scalars; got a tensor of "
-               "shape ", t.sizes(), " inside a list (use kiln.stack for lists of tensors)");
-    const std::optional<DType> before = leaves->dtype;
-    walk(item(t), depth, shape, leaves, op);
-    leaves->dtype = before ? promote_types(*before, t.dtype()) : t.dtype();
-    return;
-  }
-  // Any sequence protocol object counts (range, array.array), but not text.
-  const bool is_seq = (PySequence_Check(h.ptr()) || py::hasattr(h, "__array_interface__")) &&
-                      !py::isinstance<py::str>(h) && !py::isinstance<py::bytes>(h) &&
-                      !PyByteArray_Check(h.ptr());
-  if (is_seq && py::hasattr(h, "__array_interface__") && py::len(h.attr("shape")) == 0) {
-    const std::optional<DType> before = leaves->dtype;
-    walk(h.attr("item")(), depth, shape, leaves, op);  // NumPy scalar or 0-d array
-    DType own;
-    if (py::hasattr(h, "dtype") && dtype_from_numpy(py::dtype::from_args(h.attr("dtype")), &own)) {
-      leaves->dtype = before ? promote_types(*before, own) : own;
+std::string type_name(py::handle h) { return py::str(py::type::of(h).attr("__name__")); }
+
+void add_scalar(py::handle h, size_t depth, const Shape& shape, Leaves* leaves, const char* op) {
+  KILN_CHECK(shape.size() == depth, Value, "[", op, "] expected a sequence at dim ", depth,
+             " but got a scalar");
+  Scalar s;
+  KILN_CHECK(scalar_from_object(h, &s), Type, "[", op, "] new(): invalid data type '", type_name(h),
+             "'");
+  leaves->scalar_depth = depth;
+  const DType own = s.is_floating()   ? default_dtype()
+                    : s.is_integral() ? DType::Int64
+                                      : DType::Bool;
+  leaves->dtype = leaves->dtype ? promote_types(*leaves->dtype, own) : own;
+  leaves->values.push_back(s);
+}
+
+// A leaf that carries its own dtype (a 0-d tensor, a NumPy scalar or 0-d array): its
+// value as a Python number, then its dtype in the promotion.
+void add_typed_scalar(py::handle number, std::optional<DType> own, size_t depth, const Shape& shape,
+                      Leaves* leaves, const char* op) {
+  const std::optional<DType> before = leaves->dtype;
+  add_scalar(number, depth, shape, leaves, op);
+  if (own) leaves->dtype = before ? promote_types(*before, *own) : *own;
+}
+
+// Flattens nested sequences into `shape` and `leaves`. Depth-first with an
+// explicit stack rather than recursion, and at most kMaxDims deep, so no
+// nesting can exhaust the C stack.
+void walk(py::handle data, Shape* shape, Leaves* leaves, const char* op) {
+  struct Frame {
+    py::sequence seq;
+    int64_t len;
+    int64_t next;
+  };
+  std::vector<Frame> stack;
+  // Pushes a sequence or adds a leaf; `h` sits at depth stack.size().
+  auto visit = [&](py::handle h) {
+    const size_t depth = stack.size();
+    if (py::isinstance<TensorImpl>(h)) {
+      Tensor t = h.cast<Tensor>();
+      KILN_CHECK(t.numel() == 1 && t.dim() == 0, Value, "[", op,
+                 "] only one element tensors can be converted to Python scalars; got a tensor of",
+                 " shape ", t.sizes(), " inside a list (use kiln.stack for lists of tensors)");
+      add_typed_scalar(item(t), t.dtype(), depth, *shape, leaves, op);
+      return;
     }
-    return;
-  }
-  if (is_seq) {
+    // Any sequence protocol object counts (range, array.array), but not text.
+    const bool array_like = py::hasattr(h, "__array_interface__");
+    const bool is_seq = (PySequence_Check(h.ptr()) || array_like) && !py::isinstance<py::str>(h) &&
+                        !py::isinstance<py::bytes>(h) && !PyByteArray_Check(h.ptr());
+    if (is_seq && array_like && py::len(h.attr("shape")) == 0) {
+      DType own;  // NumPy scalar or 0-d array
+      const bool known =
+          py::hasattr(h, "dtype") && dtype_from_numpy(py::dtype::from_args(h.attr("dtype")), &own);
+      add_typed_scalar(h.attr("item")(), known ? std::optional<DType>(own) : std::nullopt, depth,
+                       *shape, leaves, op);
+      return;
+    }
+    if (!is_seq) {
+      add_scalar(h, depth, *shape, leaves, op);
+      return;
+    }
     KILN_CHECK(depth < leaves->scalar_depth, Value, "[", op, "] expected a scalar at dim ", depth,
                " but got a sequence (ragged nested sequence)");
     py::sequence seq = py::reinterpret_borrow<py::sequence>(h);
     const int64_t n = static_cast<int64_t>(py::len(seq));
     if (shape->size() == depth) {
+      KILN_CHECK(depth < kMaxDims, Value, "[", op, "] too many dimensions '", type_name(h),
+                 "' (at most ", kMaxDims, " are supported)");
       shape->push_back(n);
     } else {
       KILN_CHECK(shape->size() > depth && (*shape)[depth] == n, Value, "[", op,
                  "] expected sequence of length ", (*shape)[depth], " at dim ", depth, " (got ", n,
                  ")");
     }
-    for (py::handle item : seq) walk(item, depth + 1, shape, leaves, op);
-    return;
+    stack.push_back({std::move(seq), n, 0});
+  };
+  visit(data);
+  while (!stack.empty()) {
+    Frame& top = stack.back();
+    if (top.next == top.len) {
+      stack.pop_back();
+      continue;
+    }
+    py::object next = top.seq[top.next++];
+    visit(next);  // may push, which moves `top`
   }
-  KILN_CHECK(shape->size() == depth, Value, "[", op, "] expected a sequence at dim ", depth,
-             " but got a scalar");
-  Scalar s;
-  KILN_CHECK(scalar_from_object(h, &s), Type, "[", op,
-             "] new(): invalid data type '", std::string(py::str(py::type::of(h).attr("__name__"))),
-             "'");
-  leaves->scalar_depth = depth;
-  const DType own = s.is_floating() ? default_dtype()
-                    : s.is_integral() ? DType::Int64
-                                      : DType::Bool;
-  leaves->dtype = leaves->dtype ? promote_types(*leaves->dtype, own) : own;
-  leaves->values.push_back(s);
 }
 
 }  // namespace
@@ -176,14 +215,22 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
   }
   Shape shape;
   Leaves leaves;
-  walk(data, 0, &shape, &leaves, op);
+  walk(data, &shape, &leaves, op);
   DType dt = dtype.value_or(leaves.dtype.value_or(default_dtype()));
-  Tensor out = make_tensor(shape, dt, Device());
+  Tensor out = make_tensor(shape, dt, Device(), op);
+  // A sequence whose length changed while it was read would leave the counts apart.
+  KILN_CHECK(static_cast<int64_t>(leaves.values.size()) == out.numel(), Value, "[", op,
+             "] nested sequences of shape ", shape, " gave ", leaves.values.size(),
+             " elements; was one modified while it was read?");
+  // PyTorch checks Python numbers against integer dtypes only: floating ones round
+  // out-of-range values to infinity.
+  const bool check = is_integral(dt, false);
   dispatch_all(dt, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
     for (size_t i = 0; i < leaves.values.size(); ++i) {
       const Scalar& s = leaves.values[i];
+      if (check) check_scalar_fits(s, dt, op);
       p[i] = s.is_floating() ? cpu::convert<T>(s.to_double()) : cpu::convert<T>(s.to_int());
     }
   });
@@ -200,7 +247,12 @@ py::object to_numpy(const Tensor& t) {
              "(NumPy has no bfloat16); convert with .float() first.");
   std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());
   std::vector<py::ssize_t> strides;
-  for (int64_t s : t.strides()) strides.push_back(s * static_cast<int64_t>(t.itemsize()));
+  for (int64_t s : t.strides()) {
+    // A stride whose bytes overflow (x[::2**61], as_strided) belongs to a dim of
+    // at most one element or to a tensor with none: NumPy never applies it.
+    int64_t bytes;
+    strides.push_back(mul_overflows(s, static_cast<int64_t>(t.itemsize()), &bytes) ? 0 : bytes);
+  }
   // The capsule keeps the storage alive as long as the array exists.
   auto* keep = new Storage(t.storage());
   py::capsule base(keep, [](void* p) { delete static_cast<Storage*>(p); });

@@ -222,6 +222,10 @@ class _Reader:
                              f"got {offsets!r:.80}", key)
         begin, end = offsets
         nbytes = math.prod(shape) * _tensor_bytes.itemsize(dtype)
+        # The sizes a tensor may have (Note [Checked shape arithmetic] in core/shape.h).
+        if math.prod(max(d, 1) for d in shape) > _INT64_MAX or nbytes > _INT64_MAX:
+            raise self.error(f"shape {shape} of dtype {code} is too large: Storage size "
+                             "calculation overflowed", key)
         if end - begin != nbytes:
             raise self.error(f"data_offsets {offsets} span {end - begin} bytes but dtype {code} "
                              f"and shape {shape} need {nbytes}", key)

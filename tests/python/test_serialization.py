@@ -294,6 +294,13 @@ GOOD = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
     (_file({"w": dict(GOOD, data_offsets=[8, 0])}, bytes(8)), "tensor 'w': data_offsets must"),
     (_file({"w": dict(GOOD, data_offsets=[False, 8])}, bytes(8)), "tensor 'w': data_offsets must"),
     (_file({"w": dict(GOOD, data_offsets=[0, 12])}, bytes(12)), "span 12 bytes .* need 8"),
+    # Sizes no tensor may have (Note [Checked shape arithmetic]): too many elements or bytes,
+    # or no elements but strides past int64.
+    (_file({"w": dict(GOOD, shape=[2**62, 2**62])}, bytes(8)),
+     "tensor 'w': shape \\[4611686018427387904, 4611686018427387904\\] of dtype F32 is too large"),
+    (_file({"w": dict(GOOD, shape=[2**62])}, bytes(8)), "tensor 'w': shape .* is too large"),
+    (_file({"w": dict(GOOD, shape=[0, 2**62, 4], data_offsets=[0, 0])}),
+     "tensor 'w': shape .* is too large"),
     (_file({"w": GOOD}, bytes(4)), "tensor 'w': data_offsets \\[0, 8\\] run past the data region"),
     (_file({"w": GOOD, "__metadata__": {"k": 1}}, bytes(8)), "__metadata__ must be"),
     (_file({"w": GOOD, "__metadata__": {"kiln.structure": "{"}}, bytes(8)),

@@ -131,7 +131,14 @@ TEST(Safetensors, RefusesMalformedHeaders) {
       {"meta", R"({"__metadata__":{"k":1}})", 0, "__metadata__ value of 'k' must be a string"},
       {"bool", R"({"m":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", 0, "run past"},
       {"huge", R"({"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8,
-       "more than 2^64"},
+       "tensor 'w': shape [4294967296, 4294967296] of dtype F64 is too large: Storage size "
+       "calculation overflowed"},
+      {"bytes", R"({"w":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,8]}})", 8,
+       "is too large"},
+      // No elements, but strides that would not fit in int64.
+      {"emptyhuge",
+       R"({"w":{"dtype":"U8","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", 0,
+       "is too large"},
   };
   for (const Case& c : cases) {
     std::string path = write_raw(c.name, c.header, c.data);

@@ -1,6 +1,8 @@
-// core/shape.h: dim wrapping, broadcasting, -1 inference and view strides.
+// core/shape.h: checked size arithmetic, dim wrapping, broadcasting, -1 inference and view
+// strides.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +85,143 @@ TEST(InferSize, Errors) {
   expect_error([] { infer_size({-1, 0}, 0, "view"); }, ErrorKind::Runtime, "[view]");
   expect_error([] { infer_size({-2, 3}, 6, "view"); }, ErrorKind::Runtime,
                "invalid shape dimension -2");
+}
+
+TEST(InferSize, OverflowingKnownSizesFail) {
+  // [2**62, 2**62] could never match: the product wraps to 0, which must not pass as 0 elements.
+  const int64_t big = int64_t{1} << 62;
+  expect_error(
+      [&] {
+        infer_size({big, big, 0}, 0, "view");
+      },
+      ErrorKind::Runtime,
+      "[view] Storage size calculation overflowed with sizes=[4611686018427387904, "
+      "4611686018427387904, 0]");
+  expect_error(
+      [&] {
+        infer_size({big, -1, big}, 0, "reshape");
+      },
+      ErrorKind::Runtime,
+      "[reshape] Storage size calculation overflowed with sizes=[4611686018427387904, -1,");
+  EXPECT_EQ(infer_size({2, -1}, big, "view"), (Shape{2, big / 2}));
+  expect_error(
+      [] {
+        infer_size({-1, 0}, 5, "view");
+      },
+      ErrorKind::Runtime, "[view] shape '[-1, 0]' is invalid for input of size 5");
+  expect_error(
+      [] {
+        infer_size({-1, 0}, 0, "view");
+      },
+      ErrorKind::Runtime, "[view] cannot reshape tensor of 0 elements into shape [-1, 0]");
+}
+
+constexpr int64_t kMax = INT64_MAX;
+constexpr int64_t kMin = INT64_MIN;
+
+TEST(CheckedArithmetic, ReportsOverflowAndKeepsExactResults) {
+  int64_t out = 0;
+  EXPECT_FALSE(mul_overflows(int64_t{1} << 31, int64_t{1} << 31, &out));
+  EXPECT_EQ(out, int64_t{1} << 62);
+  EXPECT_TRUE(mul_overflows(int64_t{1} << 32, int64_t{1} << 31, &out));
+  EXPECT_TRUE(mul_overflows(kMin, -1, &out));
+  EXPECT_FALSE(mul_overflows(kMin, 1, &out));
+  EXPECT_EQ(out, kMin);
+  EXPECT_FALSE(add_overflows(kMax - 1, 1, &out));
+  EXPECT_EQ(out, kMax);
+  EXPECT_TRUE(add_overflows(kMax, 1, &out));
+  EXPECT_TRUE(sub_overflows(kMin, 1, &out));
+  EXPECT_FALSE(sub_overflows(-1, kMax, &out));
+  EXPECT_EQ(out, kMin);
+}
+
+TEST(CheckedNumel, CountsValidSizes) {
+  EXPECT_EQ(checked_numel({}, "op"), 1);
+  EXPECT_EQ(checked_numel({2, 3, 4}, "op"), 24);
+  EXPECT_EQ(checked_numel({0, 5}, "op"), 0);
+  EXPECT_EQ(checked_numel({kMax}, "op"), kMax);
+  EXPECT_EQ(checked_numel({1, kMax, 1}, "op"), kMax);
+  // Zeros count as ones for the bound: the contiguous strides fit.
+  EXPECT_EQ(checked_numel({0, int64_t{1} << 61, 2}, "op"), 0);
+  int64_t numel = -1;
+  EXPECT_TRUE(numel_fits({3, 0}, &numel));
+  EXPECT_EQ(numel, 0);
+}
+
+TEST(CheckedNumel, RefusesNegativeAndOverflowingSizes) {
+  const int64_t big = int64_t{1} << 62;
+  expect_error(
+      [&] {
+        checked_numel({big, big}, "empty");
+      },
+      ErrorKind::Runtime,
+      "[empty] Storage size calculation overflowed with sizes=[4611686018427387904, "
+      "4611686018427387904]");
+  // numel would be 0, but the largest contiguous stride (2**64) does not fit.
+  expect_error(
+      [&] {
+        checked_numel({0, big, 4}, "zeros");
+      },
+      ErrorKind::Runtime, "[zeros] Storage size calculation overflowed");
+  // 2**32 * 2**32 wraps to exactly 0 in 64 bits.
+  expect_error(
+      [] {
+        checked_numel({int64_t{1} << 32, int64_t{1} << 32}, "ones");
+      },
+      ErrorKind::Runtime, "[ones] Storage size calculation overflowed");
+  expect_error(
+      [] {
+        checked_numel({2, -1}, "rand");
+      },
+      ErrorKind::Runtime, "[rand] Trying to create tensor with negative dimension -1: [2, -1]");
+  // A negative size is reported as such even next to an overflow.
+  expect_error(
+      [&] {
+        checked_numel({big, big, -3}, "empty");
+      },
+      ErrorKind::Runtime, "negative dimension -3");
+  int64_t numel = 7;
+  EXPECT_FALSE(numel_fits({kMin}, &numel));
+  EXPECT_FALSE(numel_fits({kMax, 2}, &numel));
+  EXPECT_EQ(numel, 7);
+}
+
+TEST(CheckedNbytes, BoundsBytesByInt64) {
+  EXPECT_EQ(checked_nbytes({2, 3}, 4, "op"), 24u);
+  EXPECT_EQ(checked_nbytes({0, kMax}, 8, "op"), 0u);
+  EXPECT_EQ(checked_nbytes({kMax}, 1, "op"), static_cast<size_t>(kMax));
+  // 2**62 float32s: a valid count whose byte size, 2**64, wrapped to 0 before.
+  expect_error([] { checked_nbytes({int64_t{1} << 62}, 4, "full"); }, ErrorKind::Runtime,
+               "[full] Storage size calculation overflowed with sizes=[4611686018427387904]");
+  expect_error([] { checked_nbytes({int64_t{1} << 61}, 4, "op"); }, ErrorKind::Runtime,
+               "overflowed");
+  EXPECT_EQ(checked_nbytes({(int64_t{1} << 61) - 1}, 4, "op"), (size_t{1} << 63) - 4);
+}
+
+TEST(CheckedStorageExtent, CountsTheElementsAViewReaches) {
+  EXPECT_EQ(checked_storage_extent({}, {}, 0, "op"), 1);
+  EXPECT_EQ(checked_storage_extent({}, {}, 5, "op"), 6);
+  EXPECT_EQ(checked_storage_extent({2, 3}, {3, 1}, 0, "op"), 6);
+  EXPECT_EQ(checked_storage_extent({2, 3}, {0, 2}, 1, "op"), 6);
+  // No elements: nothing reached, whatever the strides and offset.
+  EXPECT_EQ(checked_storage_extent({3, 0}, {kMax, kMax}, kMax, "op"), 0);
+  EXPECT_EQ(checked_storage_extent({2}, {kMax - 1}, 0, "op"), kMax);
+}
+
+TEST(CheckedStorageExtent, RefusesExtentsPastInt64) {
+  const int64_t big = int64_t{1} << 62;
+  expect_error([&] { checked_storage_extent({3}, {big}, 0, "as_strided"); }, ErrorKind::Runtime,
+               "[as_strided] Storage size calculation overflowed with sizes=[3] and "
+               "strides=[4611686018427387904]");
+  expect_error(
+      [&] {
+        checked_storage_extent({2, 2}, {big, big}, 0, "op");
+      },
+      ErrorKind::Runtime, "overflowed");
+  expect_error([] { checked_storage_extent({2}, {kMax}, 0, "op"); }, ErrorKind::Runtime,
+               "overflowed");
+  expect_error([] { checked_storage_extent({1}, {1}, kMax, "op"); }, ErrorKind::Runtime,
+               "overflowed");
 }
 
 Shape view_strides(const Shape& sizes, const Shape& strides, const Shape& target, bool* ok) {
