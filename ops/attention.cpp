@@ -60,7 +60,7 @@ Tensor to_4d(const Tensor& t) {
   if (n == 2) return unsqueeze(unsqueeze(t, 0), 0);
   if (n == 3) return unsqueeze(t, 0);
   Shape lead(t.sizes().begin(), t.sizes().end() - 3);
-  return reshape(t, {shape_numel(lead), t.size(-3), rows, cols});
+  return reshape(t, {checked_numel(lead, kOp), t.size(-3), rows, cols});
 }
 
 // Broadcasts the batch dims of q, k and v (all lead dims, or all but the heads with
@@ -318,7 +318,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   p.dropout_p = dropout_p;
   if (dropout_p > 0.0) {
     const int64_t weights =
-        shape_numel({a.q.size(0), a.q.size(1), a.q.size(2), a.k.size(2)});
+        checked_numel({a.q.size(0), a.q.size(1), a.q.size(2), a.k.size(2)}, kOp);
     p.rng = resolve_generator(nullptr, dev, kOp).reserve(static_cast<uint64_t>(weights));
   }
   const BackendFlags flags = backend_flags();

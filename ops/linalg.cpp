@@ -107,7 +107,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                b.sizes(), " cannot be multiplied (", a.size(-1), " vs ", b.size(0),
                " in the contracted dimension)");
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
-    Tensor rows = reshape(a, {shape_numel(out_shape), a.size(-1)});
+    Tensor rows = reshape(a, {checked_numel(out_shape, "matmul"), a.size(-1)});
     if (b.dim() == 1) return reshape(mv(rows, b), out_shape);
     out_shape.push_back(b.size(1));
     return reshape(mm(rows, b), out_shape);
