@@ -106,6 +106,23 @@ def device_launches_per_step(mod, step, steps=3):
     return (len(names) - copies) / steps, copies / steps
 
 
+def top_kernels(mod, step, count=12, steps=3):
+    """The `count` CUDA kernels (and copies) with the most device time per call of `step`:
+    [(name, ms per step, launches per step)], from PyTorch's profiler."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        mod.cuda.synchronize()
+    totals = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        ms, n = totals.get(e.name, (0.0, 0))
+        totals[e.name] = (ms + e.time_range.elapsed_us() / 1e3, n + 1)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:count]
+    return [(name, ms / steps, n / steps) for name, (ms, n) in ranked]
+
+
 def sdpa_case(mod, device, shape, dtype_name, causal):
     """A closure running attention forward + backward on random bf16/fp32 q, k, v."""
     mod.manual_seed(0)
@@ -155,12 +172,14 @@ def measure_sdpa(mod, device, shape, dtype_name, causal, iters, warmup):
     return {"ms": ms, "MiB": peak_mib(mod, device, run, beyond_current=True)}
 
 
-def measure_gpt(mod, device, cfg, batch, bf16, iters, warmup):
+def measure_gpt(mod, device, cfg, batch, bf16, iters, warmup, profile=False):
     step = gpt_step(mod, device, cfg, batch, bf16)
     out = {"ms": times_ms(mod, device, step, iters, warmup),
            "MiB": peak_mib(mod, device, step, beyond_current=False)}
     if device == "cuda" and torch is not None:
         out["kernels"], out["copies"] = device_launches_per_step(mod, step)
+        if profile:
+            out["profile"] = top_kernels(mod, step)
     return out
 
 
@@ -189,7 +208,7 @@ def workloads(args, device):
             units = ({"ms": "ms", "MiB": "peak MiB", "kernels": "kernels",
                       "copies": "copies+sets"} if on_gpu else {"ms": "ms"})
             out.append((label, units, lambda mod, c=cfg, b=batch, h=bf16:
-                        measure_gpt(mod, device, c, b, h, args.iters, warmup)))
+                        measure_gpt(mod, device, c, b, h, args.iters, warmup, args.profile)))
     return out
 
 
@@ -209,6 +228,8 @@ def main():
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes on the CPU, to check that the script runs")
     parser.add_argument("--no-torch", action="store_true", help="run kiln only")
+    parser.add_argument("--profile", action="store_true",
+                        help="after each GPT step, the kernels with the most device time")
     args = parser.parse_args()
     args.iters = args.iters or (2 if args.smoke else 30)
 
@@ -241,6 +262,9 @@ def main():
             kv, tv = k.get(key), t.get(key)
             ratio = f"{kv / tv:7.2f}" if kv is not None and tv else "      -"
             print(f"{label:58s}{unit:>18s}{fmt(kv):>9s}{fmt(tv):>9s}{ratio}", flush=True)
+        for name, res in results.items():
+            for kernel, ms, n in res.get("profile", []):
+                print(f"    {name:5s} {ms:8.3f} ms {n:6.1f}x  {kernel[:110]}")
     print("ratio: kiln / torch (< 1: kiln faster or smaller)")
     if errors:
         print("\nerrors:\n  " + "\n  ".join(errors))
