@@ -183,10 +183,30 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
              x.sizes()[d], " (input tensor's size at dimension ", d,
              "), but got split_sizes=", sizes);
   std::vector<Tensor> out;
-  int64_t start = 0;
-  for (int64_t s : sizes) {
-    out.push_back(narrow(x, d, start, s));
-    start += s;
+  {
+    GradModeGuard no_grad(false);
+    int64_t start = 0;
+    for (int64_t s : sizes) {
+      out.push_back(narrow(x, d, start, s));
+      start += s;
+    }
+  }
+  if (needs_grad({x})) {
+    // One node for all the pieces, whose backward is one cat of their gradients (zeros for a
+    // piece nobody used). A slice node per piece would write an input-sized, zero-filled
+    // gradient for each, for the engine to add up: for a transformer's qkv split that was three
+    // fills, three copies and two adds of the whole projection per layer.
+    std::vector<Shape> shapes;
+    for (const Tensor& o : out) shapes.push_back(o.sizes());
+    record("split", {x}, out,
+           [shapes, d, dtype = x.dtype(), device = x.device()](const std::vector<Tensor>& g,
+                                                              Node&) -> std::vector<Tensor> {
+             std::vector<Tensor> parts;
+             for (size_t i = 0; i < shapes.size(); ++i)
+               parts.push_back(i < g.size() && g[i].defined() ? g[i]
+                                                              : zeros(shapes[i], dtype, device));
+             return {cat(parts, d)};
+           });
   }
   return out;
 }

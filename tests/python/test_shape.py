@@ -374,3 +374,22 @@ def test_cat_legacy_empty_requiring_grad():
     kiln.cat([e, x]).sum().backward()
     assert tuple(e.grad.shape) == (0,)
     assert_close(x.grad, np.ones((2, 3)))
+
+
+def test_split_backward_is_one_node_that_concatenates_the_pieces_gradients():
+    x = kiln.tensor(rand(4, 9), requires_grad=True)
+    a, b, c = x.split([2, 3, 4], dim=1)
+    assert a.grad_fn is b.grad_fn is c.grad_fn
+    (a * 2 + 0).sum().backward(retain_graph=True)  # b and c unused: their blocks are zeros
+    want = np.zeros((4, 9))
+    want[:, :2] = 2
+    assert_close(x.grad, want)
+    x.grad = None
+    (a.sum() + (c * c).sum()).backward()
+    want = np.zeros((4, 9))
+    want[:, :2] = 1
+    want[:, 5:] = 2 * x.detach().numpy()[:, 5:]
+    assert_close(x.grad, want)
+    gradcheck(lambda t: t.split(2, dim=0)[1] * t.split(2, dim=0)[0], rand(4, 3))
+    assert kiln.autograd.gradgradcheck(
+        lambda t: (t.split([1, 2], dim=1)[1] ** 2), [kiln.tensor(rand(2, 3), requires_grad=True)])
