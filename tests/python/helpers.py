@@ -112,3 +112,20 @@ def free_port():
                 continue
             return port
     raise RuntimeError("free_port: no free port in [20000, 32000)")
+
+
+def np_attention(q, k, v, mask=None, causal=False, scale=None, groups=1):
+    """softmax(q k^T * scale + mask) v in float64; a fully masked row gives zeros."""
+    k = np.repeat(k, groups, axis=-3) if groups > 1 else k
+    v = np.repeat(v, groups, axis=-3) if groups > 1 else v
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask
+    top = s.max(-1, keepdims=True)
+    dead = np.isneginf(top)
+    e = np.exp(s - np.where(dead, 0, top))
+    w = np.where(dead, 0, e / np.where(dead, 1, e.sum(-1, keepdims=True)))
+    return w @ v

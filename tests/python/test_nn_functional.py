@@ -6,7 +6,7 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
-from helpers import RNG, assert_close, gradcheck, noncontig, rand
+from helpers import RNG, assert_close, gradcheck, noncontig, np_attention, rand
 
 
 
@@ -286,16 +286,6 @@ def test_cosine_similarity():
     ref = (a * c).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(c))
     assert_close(F.cosine_similarity(noncontig(a), kiln.tensor(c), dim=-1), ref)
     gradcheck(lambda x, y: F.cosine_similarity(x, y, dim=0), rand(3, 2), rand(3, 2))
-
-
-def np_attention(q, k, v, mask=None, causal=False, scale=None):
-    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
-    s = q @ np.swapaxes(k, -1, -2) * scale
-    if causal:
-        s = np.where(np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool)), s, -np.inf)
-    if mask is not None:
-        s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask
-    return np.exp(np_log_softmax(s, -1)) @ v
 
 
 def test_scaled_dot_product_attention():
