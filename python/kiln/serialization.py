@@ -113,15 +113,72 @@ def _write(f, tensors, structure):
         f.write(data)
 
 
+# Note [Checkpoint temporary files]
+# kiln.save(obj, path) writes `.{name}.kiln-tmp-{host}-{pid}-{random}` next to the target,
+# fsyncs it, os.replace()s it over the target and fsyncs the directory, so the target is
+# always either the old checkpoint or the new one, never a torn one. On an exception
+# (KeyboardInterrupt and a full disk included) save removes its temporary file; only a
+# process killed outright (SIGKILL, OOM killer, power loss) leaves one behind. The name says
+# who wrote it, so the next save to or load from that directory removes the temporary
+# files of the same target whose writer is gone: written on this host by a pid that no
+# longer exists. A live writer's file, or one from another host sharing the directory (where
+# our pids mean nothing), is left alone. The cost is one listdir of the directory.
+
+_TEMP_MARK = ".kiln-tmp-"
+
+
+def _temp_prefix(base):
+    return f".{base}{_TEMP_MARK}"
+
+
 def _create_temp(directory, base):
-    """A new file next to the target. Unlike tempfile.mkstemp (mode 0600) it gets the
-    permissions any new file gets under the umask, which the checkpoint then keeps."""
+    """A new file next to the target (see Note [Checkpoint temporary files]). Unlike
+    tempfile.mkstemp (mode 0600) it gets the permissions any new file gets under the
+    umask, which the checkpoint then keeps."""
+    prefix = f"{_temp_prefix(base)}{os.uname().nodename}-{os.getpid()}-"
     while True:
-        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        tmp = os.path.join(directory, prefix + secrets.token_hex(6))
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
         except FileExistsError:
             continue
+
+
+def _writer_is_gone(pid):
+    """Whether no process `pid` exists on this host (signal 0 only checks)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # PermissionError: it exists under another user
+        pass
+    return False
+
+
+def _remove_stale_temps(path):
+    """Removes the temporary files that killed saves to `path` left behind (see
+    Note [Checkpoint temporary files]). Best effort: a directory we cannot list or
+    write is left as it is."""
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = _temp_prefix(os.path.basename(path))
+    host = os.uname().nodename
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        parts = name[len(prefix):].rsplit("-", 2)  # host names may contain '-'
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+            continue
+        if _writer_is_gone(int(parts[1])):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except OSError:  # already removed by a concurrent save, or read-only
+                pass
 
 
 def save(obj, f):
@@ -131,7 +188,8 @@ def save(obj, f):
     The file is a safetensors file (see Note [Checkpoint format]). Tensors are
     saved contiguously, each on its own even when they share storage. Saving to a
     path is atomic: the data goes to a temporary file in the same directory, which
-    replaces `f` only once it is complete and on disk.
+    replaces `f` only once it is complete and on disk; an interrupted save leaves the
+    old `f` as it was (see Note [Checkpoint temporary files]).
     """
     flattener = _Flattener()
     structure = flattener.node(obj, [])
@@ -140,6 +198,7 @@ def save(obj, f):
         return
     path = os.fspath(f)
     directory = os.path.dirname(os.path.abspath(path))
+    _remove_stale_temps(path)  # first, so their space is free for this save
     fd, tmp = _create_temp(directory, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as out:
@@ -148,8 +207,10 @@ def save(obj, f):
             os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        try:
             os.unlink(tmp)
+        except FileNotFoundError:
+            pass
         raise
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
@@ -366,9 +427,12 @@ def load(f, map_location=None, weights_only=True):
     ones ({'cuda:0': 'cpu'}); a callable fn(cpu_tensor, saved_device_name) returns
     the placed tensor, or None for the default. Loading never runs code from the
     file, so weights_only=False loads the same things as True. A malformed file
-    raises ValueError naming the file, the tensor key and the problem.
+    raises ValueError naming the file, the tensor key and the problem. Loading a
+    path also removes the temporary files that killed saves to it left behind
+    (see Note [Checkpoint temporary files]).
     """
     if isinstance(f, (str, os.PathLike)):
+        _remove_stale_temps(os.fspath(f))
         with open(f, "rb") as fh:
             return _load_from(fh, os.fspath(f), map_location)
     name = repr(f.name) if isinstance(getattr(f, "name", None), str) else "<file object>"
