@@ -1,6 +1,7 @@
 // The CUDA attention kernel family: cuDNN's fused flash attention where the caller allows it
 // and it takes the inputs, else kiln's own kernels (Note [Choosing an attention kernel] in
 // ops/attention.cpp).
+#include "core/determinism.h"
 #include "core/error.h"
 #include "cuda/attention.h"
 #include "cuda/kernels.h"
@@ -44,6 +45,8 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       cudnn_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, mask, p);
       return;
     case AttentionImpl::Kiln:
+      // dq accumulates with float atomics (cuDNN's backward has a deterministic mode instead).
+      alert_not_deterministic("scaled_dot_product_attention_backward", q.device());
       flash_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, mask, p);
       return;
     default:
