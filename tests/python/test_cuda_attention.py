@@ -179,3 +179,22 @@ def test_memory_is_linear_in_sequence_length(backends):
     extra = kiln.cuda.max_memory_allocated() - base
     # The scores alone would be h * t * t * 2 bytes = 1 GiB; inputs/outputs/grads are ~24 MiB.
     assert extra < 128 * 2**20, extra
+
+
+def test_deterministic_mode_alerts_for_kilns_atomic_backward():
+    q = kiln.randn(1, 2, 64, 64, device="cuda", requires_grad=True)  # float32: kiln's kernel
+    kiln.use_deterministic_algorithms(True)
+    try:
+        out = F.scaled_dot_product_attention(q, q, q)
+        with pytest.raises(RuntimeError, match="scaled_dot_product_attention_backward"):
+            out.sum().backward()
+        kiln.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="scaled_dot_product_attention_backward"):
+            F.scaled_dot_product_attention(q, q, q).sum().backward()
+        # cuDNN's backward has a deterministic mode: bf16 runs without an alert.
+        h = q.detach().bfloat16().requires_grad_(True)
+        kiln.use_deterministic_algorithms(True)
+        F.scaled_dot_product_attention(h, h, h, is_causal=True).float().sum().backward()
+        assert h.grad is not None
+    finally:
+        kiln.use_deterministic_algorithms(False)
