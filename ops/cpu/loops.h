@@ -4,8 +4,12 @@
 // flat loop the compiler can vectorize.
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <vector>
 
 #include "core/coalesce.h"
@@ -13,41 +17,86 @@
 
 namespace kiln::cpu {
 
-// Calls inner(ptrs, byte_strides, n) for runs of n elements along the
-// innermost (merged) dim.
+// Note [Parallel elementwise loops]
+// An elementwise loop over `numel` elements is split into one contiguous range of element
+// indices per OpenMP thread once it has kElementwiseGrain elements (below that, thread
+// start-up costs more than the loop). Each range starts at its first element's multi-index and
+// walks the merged dims like an odometer, calling `inner` on runs along the innermost dim (a
+// run is cut where a range starts or ends). Element functors are pure, so the result does not
+// depend on the thread count; an exception thrown by one (integer division by zero) is caught
+// inside the parallel region and rethrown after it, since none may leave an OpenMP region.
+constexpr int64_t kElementwiseGrain = int64_t{1} << 16;
+
+// Calls inner(ptrs, byte_strides, len) over elements [begin, end) of the merged dims `dims`.
+template <size_t N, typename Inner>
+void strided_range(const CoalescedDims<N>& dims, std::array<char*, N> ptrs, int64_t begin,
+                   int64_t end, Inner& inner) {
+  const Shape& sizes = dims.sizes;
+  const size_t nd = sizes.size();
+  const int64_t* inner_strides = dims.strides(nd - 1);
+  Shape counter(nd, 0);
+  int64_t rest = begin;
+  for (size_t d = nd; d-- > 0;) {
+    counter[d] = rest % sizes[d];
+    rest /= sizes[d];
+    for (size_t k = 0; k < N; ++k) ptrs[k] += counter[d] * dims.strides(d)[k];
+  }
+  const int64_t n = sizes[nd - 1];
+  for (int64_t i = begin; i < end;) {
+    const int64_t len = std::min(n - counter[nd - 1], end - i);
+    inner(ptrs.data(), inner_strides, len);
+    i += len;
+    if (i == end) return;
+    // The run reached the end of the innermost dim: back to its start, then carry outwards.
+    for (size_t k = 0; k < N; ++k) ptrs[k] -= counter[nd - 1] * inner_strides[k];
+    counter[nd - 1] = 0;
+    for (size_t d = nd - 1; d-- > 0;) {
+      for (size_t k = 0; k < N; ++k) ptrs[k] += dims.strides(d)[k];
+      if (++counter[d] < sizes[d]) break;
+      for (size_t k = 0; k < N; ++k) ptrs[k] -= dims.strides(d)[k] * sizes[d];
+      counter[d] = 0;
+    }
+  }
+}
+
+// Calls inner(ptrs, byte_strides, n) for runs of n elements along the innermost (merged) dim,
+// on several threads for large loops (Note [Parallel elementwise loops]).
 template <size_t N, typename Inner>
 void strided_for_each(const Shape& shape, std::array<char*, N> ptrs,
                       const std::array<const Shape*, N>& strides, size_t (&itemsizes)[N],
                       Inner&& inner) {
-  for (int64_t s : shape)
+  int64_t numel = 1;
+  for (int64_t s : shape) {
     if (s == 0) return;
+    numel *= s;
+  }
   std::array<int64_t, N> scale;
   for (size_t k = 0; k < N; ++k) scale[k] = static_cast<int64_t>(itemsizes[k]);
   const CoalescedDims<N> dims = coalesce_dims<N>(shape, strides, scale);  // byte strides
-  const Shape& sizes = dims.sizes;
-  std::array<int64_t, N> inner_strides{};
-  if (sizes.empty()) {
-    inner(ptrs.data(), inner_strides.data(), int64_t(1));
+  if (dims.sizes.empty()) {
+    std::array<int64_t, N> none{};
+    inner(ptrs.data(), none.data(), int64_t(1));
     return;
   }
-  const size_t nd = sizes.size();
-  std::copy(dims.strides(nd - 1), dims.strides(nd - 1) + N, inner_strides.begin());
-  const int64_t n = sizes[nd - 1];
-  Shape counter(nd, 0);
-  while (true) {
-    inner(ptrs.data(), inner_strides.data(), n);
-    // Advance the outer dims like an odometer.
-    size_t d = nd - 1;
-    while (d-- > 0) {
-      ++counter[d];
-      for (size_t k = 0; k < N; ++k) ptrs[k] += dims.strides(d)[k];
-      if (counter[d] < sizes[d]) break;
-      for (size_t k = 0; k < N; ++k) ptrs[k] -= dims.strides(d)[k] * sizes[d];
-      counter[d] = 0;
-      if (d == 0) return;
-    }
-    if (nd == 1) return;
+  if (numel < kElementwiseGrain) {
+    strided_range<N>(dims, ptrs, 0, numel, inner);
+    return;
   }
+  std::exception_ptr error;
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    // Ranges start on multiples of 16 elements so threads do not share cache lines.
+    const int64_t per = ((numel + threads - 1) / threads + 15) / 16 * 16;
+    const int64_t begin = std::min(numel, t * per), end = std::min(numel, begin + per);
+    try {
+      if (begin < end) strided_range<N>(dims, ptrs, begin, end, inner);
+    } catch (...) {
+#pragma omp critical(kiln_elementwise_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 // out[i] = f(in[i]); `in` already has out's shape (possibly via stride 0).
