@@ -6,6 +6,7 @@ managers, nn, optim, data utilities).
 """
 
 import builtins as _builtins
+import importlib as _importlib
 
 try:
     from kiln import _C
@@ -39,17 +40,15 @@ from kiln.random import (  # noqa: F401
     manual_seed,
     seed,
 )
-from kiln import autograd, backends, cuda, nn, optim, utils  # noqa: F401
+from kiln import autograd, backends, cuda, nn, optim  # noqa: F401
 from kiln import amp  # noqa: F401
 from kiln import special  # noqa: F401
-from kiln import distributed, multiprocessing  # noqa: F401  (torch.distributed after import torch)
 from kiln.amp.autocast_mode import (  # noqa: F401
     autocast,
     get_autocast_dtype,
     is_autocast_cache_enabled,
     is_autocast_enabled,
 )
-from kiln.serialization import load, save  # noqa: F401
 from kiln._compile import compile  # noqa: F401,A001  (torch.compile: runs eagerly)
 # Functions PyTorch also offers at the top level with nn.functional's signature.
 from kiln.nn.functional import (  # noqa: F401
@@ -129,3 +128,29 @@ def get_deterministic_debug_mode():
     if not _C.are_deterministic_algorithms_enabled():
         return 0
     return 1 if _C.is_deterministic_algorithms_warn_only_enabled() else 2
+
+
+# Note [Lazy submodules]
+# These submodules pull in the standard library's networking, process and JSON
+# machinery (socket, subprocess, multiprocessing, json, secrets) and most programs
+# never touch them, so they load on first attribute access (PEP 562) instead of at
+# import kiln. kiln.distributed etc. still work right after import kiln, as in
+# PyTorch, and dir(kiln) still lists them. Submodules every training script uses
+# (nn, optim, cuda, amp, autograd, special) stay eager. For the same reason NumPy
+# is imported inside the functions that use it (printing, finfo, gradcheck, ...).
+_LAZY_SUBMODULES = ("distributed", "doctor", "multiprocessing", "serialization", "utils")
+_LAZY_FUNCTIONS = {"load": "kiln.serialization", "save": "kiln.serialization"}
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f"kiln.{name}")  # also binds kiln.<name>
+    if name in _LAZY_FUNCTIONS:
+        value = getattr(_importlib.import_module(_LAZY_FUNCTIONS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES) | set(_LAZY_FUNCTIONS))

@@ -1,7 +1,5 @@
 """kiln.finfo and kiln.iinfo: the numeric limits of kiln's dtypes, as torch.finfo/iinfo."""
 
-import numpy as np
-
 from kiln import _C
 
 # NumPy has no bfloat16; it keeps float32's 8 exponent bits with 8 significand bits.
@@ -12,9 +10,6 @@ _BFLOAT16 = {
     "tiny": 2.0 ** -126,
     "resolution": 0.01,
 }
-
-_NUMPY_FLOAT = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
-
 
 def _check_dtype(op, dtype):
     if not isinstance(dtype, _C.dtype):
@@ -35,7 +30,9 @@ class finfo:
         if name == "bfloat16":
             info = _BFLOAT16
         else:
-            np_info = np.finfo(_NUMPY_FLOAT[name])
+            import numpy as np  # lazily (Note [Lazy submodules])
+
+            np_info = np.finfo(getattr(np, name))
             # PyTorch's resolution is the exact decimal 10**-digits, not its rounding to the dtype.
             info = {
                 "bits": np_info.bits,
@@ -76,6 +73,8 @@ class iinfo:
         name = repr(dtype)[len("kiln."):]
         if name == "bool":
             raise TypeError("[iinfo] kiln.bool is not supported by kiln.iinfo")
+        import numpy as np
+
         np_info = np.iinfo(getattr(np, name))
         self.bits = int(np_info.bits)
         self.max = int(np_info.max)

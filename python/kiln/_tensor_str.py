@@ -2,22 +2,20 @@
 print options (kiln.set_printoptions) that shape it."""
 
 import contextlib
-import dataclasses
 import math
-
-import numpy as np
 
 _PREFIX = "tensor("
 
 
-@dataclasses.dataclass
 class _PrintOptions:
-    precision: int = 4
-    threshold: float = 1000
-    edgeitems: int = 3
-    linewidth: int = 80
-    # None: each tensor picks scientific notation from its values' range.
-    sci_mode: object = None
+    # A plain class, not a dataclass: dataclasses costs import kiln ~10 ms (inspect).
+    def __init__(self):
+        self.precision = 4
+        self.threshold = 1000
+        self.edgeitems = 3
+        self.linewidth = 80
+        # None: each tensor picks scientific notation from its values' range.
+        self.sci_mode = None
 
 
 PRINT_OPTS = _PrintOptions()
@@ -51,7 +49,7 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
 
 def get_printoptions():
     """The current print options, as keyword arguments of set_printoptions."""
-    return dataclasses.asdict(PRINT_OPTS)
+    return dict(vars(PRINT_OPTS))
 
 
 @contextlib.contextmanager
@@ -70,6 +68,8 @@ class _Formatter:
     fixed-point or scientific notation from the values that will be shown."""
 
     def __init__(self, shown):
+        import numpy as np  # lazily: import kiln need not load NumPy (Note [Lazy submodules])
+
         self.kind = ("bool" if shown.dtype == np.bool_ else
                      "int" if np.issubdtype(shown.dtype, np.integer) else "float")
         self.int_mode = False
@@ -109,6 +109,8 @@ def _summarized(arr, edge):
     """The elements a summarized print shows: `edge` at each end of every long dimension."""
     if arr.ndim == 0:
         return arr
+    import numpy as np
+
     if arr.shape[0] > 2 * edge:
         arr = np.concatenate([arr[:edge], arr[-edge:]])
     if arr.ndim == 1:

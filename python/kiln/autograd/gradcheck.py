@@ -1,7 +1,5 @@
 """gradcheck: compares autograd's Jacobian with central finite differences."""
 
-import numpy as np
-
 from kiln import _C
 
 
@@ -19,6 +17,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     Inputs that require grad must be float64 (as in PyTorch: float32 finite
     differences are too noisy to check anything).
     """
+    import numpy as np  # lazily: import kiln need not load NumPy (Note [Lazy submodules])
+
     inputs = _as_tuple(inputs)
     diff_inputs = [t for t in inputs if isinstance(t, _C.Tensor) and t.requires_grad]
     for t in diff_inputs:
@@ -71,6 +71,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     """gradcheck of the gradients of func: checks the backward's own backward
     (second derivatives, and the dependence on grad_outputs) against finite
     differences. Random grad_outputs are drawn when none are given."""
+    import numpy as np  # lazily: import kiln need not load NumPy (Note [Lazy submodules])
+
     inputs = _as_tuple(inputs)
     diff_inputs = [t for t in inputs if isinstance(t, _C.Tensor) and t.requires_grad]
     outputs = [o for o in _flat_outputs(func, inputs) if o.requires_grad]

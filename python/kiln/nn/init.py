@@ -8,7 +8,6 @@ import math
 import numbers
 import warnings
 
-import numpy as np
 
 import kiln
 from kiln.autograd.grad_mode import no_grad
@@ -180,6 +179,8 @@ def orthogonal_(tensor, gain=1, generator=None):
     with no_grad():
         gauss = kiln.empty((rows, cols), dtype=tensor.dtype, device=tensor.device)
         gauss.normal_(0.0, 1.0, generator=generator)
+        import numpy as np  # lazily: import kiln need not load NumPy
+
         flat = gauss.double().cpu().numpy()
         if rows < cols:
             flat = flat.T
