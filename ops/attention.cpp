@@ -163,30 +163,39 @@ Tensor dropout_factors(const Tensor& like, const AttentionParams& p) {
   return dropout(ones(like.sizes(), like.dtype(), like.device()), p.dropout_p, true, &gen);
 }
 
-// The math path on 4-D views, differentiable in everything.
+// The math path's pieces on 4-D views, differentiable in everything: keys and values with
+// their heads repeated per query group, the softmax weights, and (with dropout) the
+// keep-and-scale factors the weights are multiplied by.
+struct MathWeights {
+  Tensor k, v, weights, factors;
+};
+
+MathWeights math_weights(const Attention4d& a, const AttentionParams& p) {
+  MathWeights m;
+  m.k = repeat_heads(a.k, a.groups);
+  m.v = repeat_heads(a.v, a.groups);
+  m.weights = safe_softmax(masked_scores(a, m.k, p));
+  if (p.dropout_p > 0.0) m.factors = dropout_factors(m.weights, p);
+  return m;
+}
+
 Tensor attention_math(const Attention4d& a, const AttentionParams& p) {
-  Tensor k = repeat_heads(a.k, a.groups), v = repeat_heads(a.v, a.groups);
-  Tensor weights = safe_softmax(masked_scores(a, k, p));
-  if (p.dropout_p > 0.0) weights = mul(weights, dropout_factors(weights, p));
-  return matmul(weights, v);
+  MathWeights m = math_weights(a, p);
+  return matmul(m.factors.defined() ? mul(m.weights, m.factors) : m.weights, m.v);
 }
 
 // dq, dk, dv of the math path written with differentiable ops (the fused backward under
 // create_graph). Group heads' key/value gradients are summed.
 Grads attention_backward_composite(const Tensor& g, const Attention4d& a,
                                    const AttentionParams& p) {
-  Tensor k = repeat_heads(a.k, a.groups), v = repeat_heads(a.v, a.groups);
-  Tensor weights = safe_softmax(masked_scores(a, k, p));
-  Tensor dropped = weights, factors;
-  if (p.dropout_p > 0.0) {
-    factors = dropout_factors(weights, p);
-    dropped = mul(weights, factors);
-  }
-  Tensor dv = matmul(mT(dropped), g);
-  Tensor dweights = matmul(g, mT(v));
-  if (factors.defined()) dweights = mul(dweights, factors);
-  Tensor dscores = mul(weights, sub(dweights, sum(mul(dweights, weights), std::vector<int64_t>{-1}, true)));
-  Tensor dq = mul(matmul(dscores, k), Scalar(p.scale));
+  MathWeights m = math_weights(a, p);
+  const bool dropped = m.factors.defined();
+  Tensor dv = matmul(mT(dropped ? mul(m.weights, m.factors) : m.weights), g);
+  Tensor dweights = matmul(g, mT(m.v));
+  if (dropped) dweights = mul(dweights, m.factors);
+  Tensor dscores = mul(m.weights, sub(dweights, sum(mul(dweights, m.weights),
+                                                    std::vector<int64_t>{-1}, true)));
+  Tensor dq = mul(matmul(dscores, m.k), Scalar(p.scale));
   Tensor dk = mul(matmul(mT(dscores), a.q), Scalar(p.scale));
   if (a.groups > 1) {
     auto fold = [&](const Tensor& t) {

@@ -2,8 +2,6 @@
 scaled-dot-product attention switches (``enable_flash_sdp`` & co., all on by default; see
 kiln.nn.attention for what each selects)."""
 
-import contextlib
-
 from kiln import _C
 from kiln.backends._flag import Flag
 
@@ -38,19 +36,12 @@ enable_cudnn_sdp, cudnn_sdp_enabled = _sdp_switch("sdp_cudnn")
 enable_math_sdp, math_sdp_enabled = _sdp_switch("sdp_math")
 
 
-@contextlib.contextmanager
 def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True,
                enable_cudnn=True):
     """PyTorch's older (deprecated) spelling of kiln.nn.attention.sdpa_kernel."""
-    switches = [(enable_flash_sdp, flash_sdp_enabled, enable_flash),
-                (enable_math_sdp, math_sdp_enabled, enable_math),
-                (enable_mem_efficient_sdp, mem_efficient_sdp_enabled, enable_mem_efficient),
-                (enable_cudnn_sdp, cudnn_sdp_enabled, enable_cudnn)]
-    saved = [get() for _, get, _ in switches]
-    try:
-        for set_, _, value in switches:
-            set_(value)
-        yield
-    finally:
-        for (set_, _, _), value in zip(switches, saved):
-            set_(value)
+    from kiln.nn.attention import SDPBackend, sdpa_kernel
+
+    switches = [(SDPBackend.FLASH_ATTENTION, enable_flash), (SDPBackend.MATH, enable_math),
+                (SDPBackend.EFFICIENT_ATTENTION, enable_mem_efficient),
+                (SDPBackend.CUDNN_ATTENTION, enable_cudnn)]
+    return sdpa_kernel([backend for backend, on in switches if on])
