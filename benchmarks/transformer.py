@@ -120,7 +120,10 @@ def top_kernels(mod, step, count=12, steps=3):
         ms, n = totals.get(e.name, (0.0, 0))
         totals[e.name] = (ms + e.time_range.elapsed_us() / 1e3, n + 1)
     ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:count]
-    return [(name, ms / steps, n / steps) for name, (ms, n) in ranked]
+    all_ms = sum(ms for ms, _ in totals.values())
+    all_n = sum(n for _, n in totals.values())
+    return ([("(device time of every kernel and copy)", all_ms / steps, all_n / steps)]
+            + [(name, ms / steps, n / steps) for name, (ms, n) in ranked])
 
 
 def sdpa_case(mod, device, shape, dtype_name, causal):
@@ -172,14 +175,14 @@ def measure_sdpa(mod, device, shape, dtype_name, causal, iters, warmup):
     return {"ms": ms, "MiB": peak_mib(mod, device, run, beyond_current=True)}
 
 
-def measure_gpt(mod, device, cfg, batch, bf16, iters, warmup, profile=False):
+def measure_gpt(mod, device, cfg, batch, bf16, iters, warmup, profile=0):
     step = gpt_step(mod, device, cfg, batch, bf16)
     out = {"ms": times_ms(mod, device, step, iters, warmup),
            "MiB": peak_mib(mod, device, step, beyond_current=False)}
     if device == "cuda" and torch is not None:
         out["kernels"], out["copies"] = device_launches_per_step(mod, step)
         if profile:
-            out["profile"] = top_kernels(mod, step)
+            out["profile"] = top_kernels(mod, step, count=profile)
     return out
 
 
@@ -228,8 +231,9 @@ def main():
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes on the CPU, to check that the script runs")
     parser.add_argument("--no-torch", action="store_true", help="run kiln only")
-    parser.add_argument("--profile", action="store_true",
-                        help="after each GPT step, the kernels with the most device time")
+    parser.add_argument("--profile", type=int, nargs="?", const=12, default=0, metavar="N",
+                        help="after each GPT step, the N kernels with the most device time "
+                             "(default 12)")
     args = parser.parse_args()
     args.iters = args.iters or (2 if args.smoke else 30)
 

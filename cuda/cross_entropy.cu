@@ -4,6 +4,8 @@
 // grad_loss * weight[t] * (softmax - onehot) from the saved logsumexp in one read.
 // A target out of range counts as ignored; the forward records it (Note [Deferred index
 // errors] in ops/index.cpp), so the front end reads no target on the host.
+#include <type_traits>
+
 #include "cuda/check.h"
 #include "cuda/device_error.cuh"
 #include "cuda/elementwise.cuh"
@@ -15,9 +17,10 @@ namespace kiln::cuda {
 
 namespace {
 
-template <typename T>
-__global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* logits,
-                                             const int64_t* target, const T* weight, int64_t rows,
+// L, the loss and weight dtype, is T or (half T under autocast) float.
+template <typename T, typename L>
+__global__ void cross_entropy_forward_kernel(L* loss, acc_t<T>* lse, const T* logits,
+                                             const int64_t* target, const L* weight, int64_t rows,
                                              int64_t cols, int64_t ignore_index,
                                              DeviceErrorRecord* rec, uint64_t op) {
   using A = acc_t<T>;
@@ -31,21 +34,21 @@ __global__ void cross_entropy_forward_kernel(T* loss, acc_t<T>* lse, const T* lo
     lse[r] = l;
     const int64_t t = target[r];
     if (t == ignore_index) {
-      loss[r] = static_cast<T>(A(0));
+      loss[r] = static_cast<L>(A(0));
     } else if (t < 0 || t >= cols) {
-      loss[r] = static_cast<T>(A(0));
+      loss[r] = static_cast<L>(A(0));
       record_index_error(rec, IndexErrorStyle::Classes, op, t, cols, 1);
     } else {
       const A w = weight ? static_cast<A>(weight[t]) : A(1);
-      loss[r] = static_cast<T>(w * (l - static_cast<A>(x[t])));
+      loss[r] = static_cast<L>(w * (l - static_cast<A>(x[t])));
     }
   }
 }
 
-template <typename T>
-__global__ void cross_entropy_backward_kernel(T* grad_logits, const T* grad_loss, const T* logits,
+template <typename T, typename L>
+__global__ void cross_entropy_backward_kernel(T* grad_logits, const L* grad_loss, const T* logits,
                                               const acc_t<T>* lse, const int64_t* target,
-                                              const T* weight, int64_t rows, int64_t cols,
+                                              const L* weight, int64_t rows, int64_t cols,
                                               int64_t ignore_index) {
   using A = acc_t<T>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -65,19 +68,36 @@ __global__ void cross_entropy_backward_kernel(T* grad_logits, const T* grad_loss
   }
 }
 
+// Runs f(T{}, L{}) for the logits' dtype T and the loss dtype L (T, or float for half T).
+template <typename F>
+void dispatch_logits_and_loss(const Tensor& logits, DType loss_dtype, const char* op, F&& f) {
+  dispatch_floating(logits.dtype(), op, [&](auto tag) {
+    using T = device_t<typename decltype(tag)::type>;
+    if (loss_dtype == logits.dtype()) {
+      f(T{}, T{});
+    } else if constexpr (!std::is_same_v<acc_t<T>, T>) {
+      f(T{}, acc_t<T>{});
+    } else {
+      fail(ErrorKind::Runtime, "[", op, "] loss dtype ", loss_dtype, " for ", logits.dtype(),
+           " logits");
+    }
+  });
+}
+
 void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                            const Tensor& target, const Tensor& weight, int64_t ignore_index) {
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0) return;
   LaunchContext ctx(logits);
   DeviceErrorRecord* rec = device_error_record(logits.device().index);
-  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
-    using T = device_t<typename decltype(tag)::type>;
+  dispatch_logits_and_loss(logits, loss.dtype(), "cross_entropy", [&](auto t_tag, auto l_tag) {
+    using T = decltype(t_tag);
+    using L = decltype(l_tag);
     using A = acc_t<T>;
-    cross_entropy_forward_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
-        static_cast<T*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()),
+    cross_entropy_forward_kernel<T, L><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
+        static_cast<L*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()),
         static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
-        ptr_or_null<T>(weight), rows, cols, ignore_index, rec, op_address("cross_entropy"));
+        ptr_or_null<L>(weight), rows, cols, ignore_index, rec, op_address("cross_entropy"));
   });
   KILN_CUDA_CHECK_LAUNCH("cross_entropy");
 }
@@ -88,13 +108,15 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss,
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0 || cols == 0) return;
   LaunchContext ctx(logits);
-  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
-    using T = device_t<typename decltype(tag)::type>;
+  dispatch_logits_and_loss(logits, grad_loss.dtype(), "cross_entropy_backward",
+                           [&](auto t_tag, auto l_tag) {
+    using T = decltype(t_tag);
+    using L = decltype(l_tag);
     using A = acc_t<T>;
-    cross_entropy_backward_kernel<T><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
-        static_cast<T*>(grad_logits.data_ptr()), static_cast<const T*>(grad_loss.data_ptr()),
+    cross_entropy_backward_kernel<T, L><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
+        static_cast<T*>(grad_logits.data_ptr()), static_cast<const L*>(grad_loss.data_ptr()),
         static_cast<const T*>(logits.data_ptr()), static_cast<const A*>(lse.data_ptr()),
-        static_cast<const int64_t*>(target.data_ptr()), ptr_or_null<T>(weight), rows, cols,
+        static_cast<const int64_t*>(target.data_ptr()), ptr_or_null<L>(weight), rows, cols,
         ignore_index);
   });
   KILN_CUDA_CHECK_LAUNCH("cross_entropy_backward");

@@ -165,9 +165,11 @@ struct Backend {
                               const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
                               const Tensor& mean, const Tensor& rstd,
                               const Tensor& weight) = nullptr;
-  // Cross entropy of logits [rows, classes] with int64 class targets [rows]: lse[r] =
-  // logsumexp(logits[r]), loss[r] (T) = weight[t] * (lse[r] - logits[r, t]), 0 where
-  // t == ignore_index. weight is [classes] of T or undefined (all ones). The CPU's front end
+  // Cross entropy of logits [rows, classes] of T with int64 class targets [rows]: lse[r] =
+  // logsumexp(logits[r]), loss[r] = weight[t] * (lse[r] - logits[r, t]), 0 where
+  // t == ignore_index. loss is [rows] of L, weight [classes] of L or undefined (all ones),
+  // where L is T, or float32 for half T (autocast's float32 cross entropy reading the half
+  // logits in place, Note [Cross entropy under autocast] in ops/loss.cpp). The CPU's front end
   // has checked the targets; a GPU kernel checks them itself: one out of range counts as
   // ignored, and the forward records it as cross_entropy's deferred error (Note [Deferred
   // index errors]).
@@ -175,8 +177,8 @@ struct Backend {
                                 const Tensor& target, const Tensor& weight,
                                 int64_t ignore_index) = nullptr;
   // grad_logits[r, c] = grad_loss[r] * weight[t] * (exp(logits[r, c] - lse[r]) - (c == t)),
-  // a zero row where t == ignore_index (or, on a GPU, t is out of range); grad_loss is
-  // [rows] of T.
+  // a zero row where t == ignore_index (or, on a GPU, t is out of range); grad_logits is of
+  // T, grad_loss ([rows]) and weight of the forward's L.
   void (*cross_entropy_backward)(const Tensor& grad_logits, const Tensor& grad_loss,
                                  const Tensor& logits, const Tensor& lse, const Tensor& target,
                                  const Tensor& weight, int64_t ignore_index) = nullptr;

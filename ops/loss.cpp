@@ -115,9 +115,11 @@ NllTerms nll_terms(const Tensor& input, const Tensor& target, const std::optiona
 
 // Unreduced cross_entropy [m] of class targets through the fused kernels, and the summed
 // weight of the non-ignored targets ("mean"'s denominator). Classes go last, one row per target.
+// The loss (and weight) are of loss_dtype: the input's, or float32 for half logits under
+// autocast (Note [Cross entropy under autocast]).
 std::pair<Tensor, Tensor> cross_entropy_fused(const Tensor& input, const Tensor& target,
                                               const std::optional<Tensor>& weight,
-                                              int64_t ignore_index) {
+                                              int64_t ignore_index, DType loss_dtype) {
   const int64_t classes = input.size(input.dim() == 1 ? 0 : 1);
   const int64_t m = target.numel();
   const Device dev = input.device();
@@ -130,35 +132,36 @@ std::pair<Tensor, Tensor> cross_entropy_fused(const Tensor& input, const Tensor&
     // them first, so then they are checked (and bad ones ignored) before.
     t = weight || !dev.is_cuda() ? class_targets(target, classes, ignore_index, "cross_entropy")
                                  : contiguous(reshape(target, {m}));
-    if (weight) w = contiguous(to_dtype(*weight, input.dtype()));
-    loss = make_tensor({m}, input.dtype(), dev);
+    if (weight) w = contiguous(to_dtype(*weight, loss_dtype));
+    loss = make_tensor({m}, loss_dtype, dev);
     lse = make_tensor({m}, input.dtype() == DType::Float64 ? DType::Float64 : DType::Float32, dev);
     backend(dev).cross_entropy_forward(loss, lse, x, t, w, ignore_index);
     std::optional<Tensor> w_opt = w.defined() ? std::optional<Tensor>(w) : std::nullopt;
-    weight_sum = sum(row_weights(t, w_opt, ignore_index, classes, input.dtype()).weight);
+    weight_sum = sum(row_weights(t, w_opt, ignore_index, classes, loss_dtype).weight);
   }
   if (needs_grad({input})) {
     const bool batched_dims = input.dim() >= 3;
     record("cross_entropy", {input}, {loss},
-           [sx = SavedTensor(input), t, w, lse, ignore_index, classes, rows_shape, batched_dims](
-               const Grads& g, Node&) -> Grads {
+           [sx = SavedTensor(input), t, w, lse, ignore_index, classes, rows_shape, batched_dims,
+            loss_dtype](const Grads& g, Node&) -> Grads {
              Tensor in = sx.unpack();
              Tensor x = reshape(batched_dims ? movedim(in, 1, -1) : in, {t.numel(), classes});
              Tensor grad;
              if (GradMode::is_enabled()) {
                // d loss / d x = weight[t] * (softmax(x) - onehot(t)), with differentiable ops.
                RowWeights rw = row_weights(t, w.defined() ? std::optional<Tensor>(w) : std::nullopt,
-                                           ignore_index, classes, x.dtype());
+                                           ignore_index, classes, loss_dtype);
                // one_hot would read the targets on the host to check them; these are safe.
                Tensor classes_row = arange(0, classes, 1, DType::Int64, x.device());
-               Tensor onehot = to_dtype(eq(unsqueeze(rw.safe_target, 1), classes_row), x.dtype());
+               Tensor onehot = to_dtype(eq(unsqueeze(rw.safe_target, 1), classes_row), loss_dtype);
                Tensor scale = unsqueeze(mul(g[0], rw.weight), 1);
-               grad = mul(scale, sub(softmax(x, 1), onehot));
+               grad = to_dtype(mul(scale, sub(softmax(to_dtype(x, loss_dtype), 1), onehot)),
+                               x.dtype());
              } else {
                const Device d = x.device();
                grad = make_tensor(x.sizes(), x.dtype(), d);
                require_kernel(backend(d).cross_entropy_backward, "cross_entropy_backward", d)(
-                   grad, contiguous(to_dtype(g[0], x.dtype())), contiguous(x), lse, t, w,
+                   grad, contiguous(to_dtype(g[0], loss_dtype)), contiguous(x), lse, t, w,
                    ignore_index);
              }
              grad = reshape(grad, rows_shape);
@@ -211,8 +214,42 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<T
   return div(sum(terms.loss), sum(terms.weight));
 }
 
+// Note [Cross entropy under autocast]: autocast runs cross_entropy in float32. Casting half
+// logits first would write a float32 copy of [rows, classes] (at a 50k vocabulary the largest
+// tensor of a GPT step) and read it twice, and turn its float32 gradient back to half. The
+// fused kernels instead read the half logits in place and compute in float32, the same
+// arithmetic as on a cast copy (every half value is exact in float32); the loss and the
+// class weight are float32, the logits' gradient is rounded to half once, as the cast's
+// backward would round it.
+namespace {
+
+bool fused_cross_entropy_applies(const Tensor& input, const Tensor& target,
+                                 const std::optional<Tensor>& weight, double label_smoothing) {
+  return input.sizes() != target.sizes() && label_smoothing == 0.0 && input.numel() > 0 &&
+         !(weight && weight->requires_grad()) && backend(input.device()).cross_entropy_forward;
+}
+
+Tensor reduce_cross_entropy(const Tensor& input, const Tensor& target,
+                            const std::optional<Tensor>& weight, int64_t ignore_index,
+                            Reduction red, DType loss_dtype) {
+  check_nll_args(input, target, weight, ignore_index, "cross_entropy");
+  auto [loss, weight_sum] = cross_entropy_fused(input, target, weight, ignore_index, loss_dtype);
+  if (red == Reduction::Sum) return sum(loss);
+  if (red == Reduction::Mean) return div(sum(loss), weight_sum);
+  return reshape(loss, target.sizes());
+}
+
+}  // namespace
+
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  if (autocast_active() && (input.dtype() == DType::Float16 || input.dtype() == DType::BFloat16) &&
+      autocast_state(input.device().type).enabled &&
+      fused_cross_entropy_applies(input, target, weight, label_smoothing)) {
+    Reduction red = parse_reduction(reduction, "cross_entropy");
+    AutocastSuspend suspend;
+    return reduce_cross_entropy(input, target, weight, ignore_index, red, DType::Float32);
+  }
   if (auto ac = autocast_args("cross_entropy", {input, target, opt_arg(weight)}))
     return cross_entropy((*ac)[0], (*ac)[1], ac->opt(2), ignore_index, reduction,
                          label_smoothing);
@@ -237,14 +274,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
     return cross_entropy_probs(log_softmax(input, class_dim), target, weight_b, class_dim, red,
                                label_smoothing);
   // Label smoothing and a weight that wants a gradient keep the composite path.
-  if (label_smoothing == 0.0 && input.numel() > 0 && !(weight && weight->requires_grad()) &&
-      backend(input.device()).cross_entropy_forward) {
-    check_nll_args(input, target, weight, ignore_index, "cross_entropy");
-    auto [loss, weight_sum] = cross_entropy_fused(input, target, weight, ignore_index);
-    if (red == Reduction::Sum) return sum(loss);
-    if (red == Reduction::Mean) return div(sum(loss), weight_sum);
-    return reshape(loss, target.sizes());
-  }
+  if (fused_cross_entropy_applies(input, target, weight, label_smoothing))
+    return reduce_cross_entropy(input, target, weight, ignore_index, red, input.dtype());
   Tensor logp = log_softmax(input, class_dim);
 
   NllTerms terms = nll_terms(logp, target, weight, ignore_index, "cross_entropy");

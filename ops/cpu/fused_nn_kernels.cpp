@@ -188,15 +188,16 @@ void layer_norm_backward_rows(const Tensor& grad_in, const Tensor& grad_weight,
   }
 }
 
-template <typename T>
+// L, the loss and weight dtype, is T or (half T under autocast) float.
+template <typename T, typename L>
 void cross_entropy_rows(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                         const Tensor& target, const Tensor& weight, int64_t ignore_index) {
   using A = acc_t<T>;
   const int64_t rows = logits.size(0), cols = logits.size(1);
   const T* x_all = logits.data<T>();
   const int64_t* t = target.data<int64_t>();
-  const T* w = data_or_null<T>(weight);
-  T* loss_p = loss.data<T>();
+  const L* w = data_or_null<L>(weight);
+  L* loss_p = loss.data<L>();
   A* lse_p = lse.data<A>();
 #pragma omp parallel for if (parallel_rows(rows, cols))
   for (int64_t r = 0; r < rows; ++r) {
@@ -208,25 +209,25 @@ void cross_entropy_rows(const Tensor& loss, const Tensor& lse, const Tensor& log
     const A l = m + std::log(s);
     lse_p[r] = l;
     if (t[r] == ignore_index) {
-      loss_p[r] = T(0);
+      loss_p[r] = L(0);
     } else {
       const A wt = w ? A(w[t[r]]) : A(1);
-      loss_p[r] = T(wt * (l - A(x[t[r]])));
+      loss_p[r] = L(wt * (l - A(x[t[r]])));
     }
   }
 }
 
-template <typename T>
+template <typename T, typename L>
 void cross_entropy_backward_rows(const Tensor& grad_logits, const Tensor& grad_loss,
                                  const Tensor& logits, const Tensor& lse, const Tensor& target,
                                  const Tensor& weight, int64_t ignore_index) {
   using A = acc_t<T>;
   const int64_t rows = logits.size(0), cols = logits.size(1);
   const T* x_all = logits.data<T>();
-  const T* gl = grad_loss.data<T>();
+  const L* gl = grad_loss.data<L>();
   const A* lse_p = lse.data<A>();
   const int64_t* t = target.data<int64_t>();
-  const T* w = data_or_null<T>(weight);
+  const L* w = data_or_null<L>(weight);
   T* gi_all = grad_logits.data<T>();
 #pragma omp parallel for if (parallel_rows(rows, cols))
   for (int64_t r = 0; r < rows; ++r) {
@@ -276,21 +277,40 @@ void layer_norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight
   });
 }
 
+namespace {
+
+// Runs f(T{}, L{}) for the logits' dtype T and the loss dtype L (T, or float for half T).
+template <typename F>
+void dispatch_logits_and_loss(const Tensor& logits, DType loss_dtype, const char* op, F&& f) {
+  dispatch_floating(logits.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (loss_dtype == logits.dtype()) {
+      f(T{}, T{});
+    } else if constexpr (!std::is_same_v<acc_t<T>, T>) {
+      f(T{}, acc_t<T>{});
+    } else {
+      fail(ErrorKind::Runtime, "[", op, "] loss dtype ", loss_dtype, " for ", logits.dtype(),
+           " logits");
+    }
+  });
+}
+
+}  // namespace
+
 void cross_entropy_forward_kernel(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                                   const Tensor& target, const Tensor& weight,
                                   int64_t ignore_index) {
-  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
-    cross_entropy_rows<typename decltype(tag)::type>(loss, lse, logits, target, weight,
-                                                     ignore_index);
+  dispatch_logits_and_loss(logits, loss.dtype(), "cross_entropy", [&](auto t, auto l) {
+    cross_entropy_rows<decltype(t), decltype(l)>(loss, lse, logits, target, weight, ignore_index);
   });
 }
 
 void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad_loss,
                                    const Tensor& logits, const Tensor& lse, const Tensor& target,
                                    const Tensor& weight, int64_t ignore_index) {
-  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
-    cross_entropy_backward_rows<typename decltype(tag)::type>(grad_logits, grad_loss, logits, lse,
-                                                              target, weight, ignore_index);
+  dispatch_logits_and_loss(logits, grad_loss.dtype(), "cross_entropy_backward", [&](auto t, auto l) {
+    cross_entropy_backward_rows<decltype(t), decltype(l)>(grad_logits, grad_loss, logits, lse,
+                                                          target, weight, ignore_index);
   });
 }
 

@@ -145,6 +145,30 @@ def test_cross_entropy_matches_cpu(cols, dtype):
     close(mean_g, mean_c, dtype, 8)
 
 
+@pytest.mark.parametrize("dtype", [kiln.float16, kiln.bfloat16])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_under_autocast_matches_float32_copy(dtype, weighted):
+    """Note [Cross entropy under autocast]: half logits read in place, float32 loss, the
+    gradient rounded once; the same numbers as the float32 kernel on a cast copy."""
+    rows, cols = 9, 50304
+    a = rand(rows, cols, low=-4, high=4)
+    t = RNG.integers(0, cols, size=rows)
+    t[0] = -100
+    tg = kiln.tensor(t).to("cuda")
+    w = kiln.tensor(rand(cols, low=0.5, high=2)).to("cuda") if weighted else None
+    x = kiln.tensor(a, dtype=dtype).to("cuda").requires_grad_(True)
+    with kiln.autocast("cuda", dtype=dtype):
+        out = F.cross_entropy(x, tg, weight=w)
+    assert out.dtype == kiln.float32
+    ref_x = kiln.tensor(a, dtype=dtype).to("cuda").float().requires_grad_(True)
+    ref = F.cross_entropy(ref_x, tg, weight=w)
+    assert_close(out.cpu(), ref.detach().cpu().numpy(), atol=1e-5, rtol=1e-5)
+    out.backward()
+    ref.backward()
+    assert x.grad.dtype == dtype
+    assert_close(x.grad.float().cpu(), ref_x.grad.to(dtype).float().cpu().numpy(), atol=0, rtol=0)
+
+
 # --- against PyTorch on the GPU ------------------------------------------------------
 
 TORCH_DTYPE = {kiln.float32: "float32", kiln.float16: "float16", kiln.bfloat16: "bfloat16"}

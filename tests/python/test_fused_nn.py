@@ -283,6 +283,29 @@ def test_cross_entropy_half_types(dtype):
     assert_close(x.grad.float(), grad_r, atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_under_autocast_reads_half_logits_in_place(reduction, weighted):
+    """Autocast's float32 cross entropy on bfloat16 logits (Note [Cross entropy under
+    autocast]): the same loss as on a float32 copy, float32 out, and the logits' gradient is
+    the float32 gradient rounded to bfloat16 once."""
+    a = rand(6, 257, low=-4, high=4)
+    t = kiln.tensor([3, -100, 0, 256, 17, 17])
+    w = kiln.tensor(rand(257, low=0.5, high=2), dtype=kiln.bfloat16) if weighted else None
+    x = kiln.tensor(a, dtype=kiln.bfloat16, requires_grad=True)
+    with kiln.autocast("cpu", dtype=kiln.bfloat16):
+        out = F.cross_entropy(x, t, weight=w, reduction=reduction)
+    assert out.dtype == kiln.float32
+    ref_x = kiln.tensor(a, dtype=kiln.bfloat16).float().requires_grad_(True)
+    ref = F.cross_entropy(ref_x, t, weight=None if w is None else w.float(), reduction=reduction)
+    assert_close(out, ref.detach().numpy(), atol=1e-6, rtol=1e-6)
+    g = kiln.tensor(rand(*out.shape)) if reduction == "none" else None
+    out.backward(g)
+    ref.backward(g)
+    assert x.grad.dtype == kiln.bfloat16
+    np.testing.assert_array_equal(x.grad.float().numpy(), ref_x.grad.bfloat16().float().numpy())
+
+
 def test_cross_entropy_all_ignored_and_errors():
     x = kiln.tensor(rand(3, 4), requires_grad=True)
     t = kiln.tensor([-100, -100, -100])
