@@ -1,6 +1,6 @@
 // Fused cross entropy with class targets over the rows of contiguous [rows, classes] logits
 // (Note [Fused nn kernels]). Forward: one block per row, an online logsumexp (running max,
-// rescaled sum) in one read, then the target's logit. Backward: one block per row writes
+// rescaled sum) in one read (16-byte loads where rows are aligned), then the target's logit. Backward: one block per row writes
 // grad_loss * weight[t] * (softmax - onehot) from the saved logsumexp in one read.
 // A target out of range counts as ignored; the forward records it (Note [Deferred index
 // errors] in ops/index.cpp), so the front end reads no target on the host.
@@ -17,8 +17,9 @@ namespace kiln::cuda {
 
 namespace {
 
-// L, the loss and weight dtype, is T or (half T under autocast) float.
-template <typename T, typename L>
+// L, the loss and weight dtype, is T or (half T under autocast) float. V > 1: every row is
+// 16-byte aligned and cols a multiple of V, read V elements per load.
+template <typename T, typename L, int V>
 __global__ void cross_entropy_forward_kernel(L* loss, acc_t<T>* lse, const T* logits,
                                              const int64_t* target, const L* weight, int64_t rows,
                                              int64_t cols, int64_t ignore_index,
@@ -28,7 +29,7 @@ __global__ void cross_entropy_forward_kernel(L* loss, acc_t<T>* lse, const T* lo
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * cols;
     A row_max;
-    const A s = row_online_sum_exp(x, cols, scratch, row_max);
+    const A s = row_online_sum_exp<V>(x, cols, scratch, row_max);
     if (threadIdx.x != 0) continue;
     const A l = row_max + log_acc(s);
     lse[r] = l;
@@ -45,7 +46,7 @@ __global__ void cross_entropy_forward_kernel(L* loss, acc_t<T>* lse, const T* lo
   }
 }
 
-template <typename T, typename L>
+template <typename T, typename L, int V>
 __global__ void cross_entropy_backward_kernel(T* grad_logits, const L* grad_loss, const T* logits,
                                               const acc_t<T>* lse, const int64_t* target,
                                               const L* weight, int64_t rows, int64_t cols,
@@ -55,15 +56,20 @@ __global__ void cross_entropy_backward_kernel(T* grad_logits, const L* grad_loss
     const T* x = logits + r * cols;
     T* gi = grad_logits + r * cols;
     const int64_t t = target[r];
-    if (t == ignore_index || t < 0 || t >= cols) {
-      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) gi[j] = static_cast<T>(A(0));
-      continue;
-    }
-    const A scale = static_cast<A>(grad_loss[r]) * (weight ? static_cast<A>(weight[t]) : A(1));
+    const bool skip = t == ignore_index || t < 0 || t >= cols;
+    const A scale =
+        skip ? A(0) : static_cast<A>(grad_loss[r]) * (weight ? static_cast<A>(weight[t]) : A(1));
     const A l = lse[r];
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const A p = exp_acc(static_cast<A>(x[j]) - l) - (j == t ? A(1) : A(0));
-      gi[j] = static_cast<T>(scale * p);
+    for (int64_t c = threadIdx.x; c * V < cols; c += blockDim.x) {
+      Pack<T, V> in, out;
+      if (!skip) in = reinterpret_cast<const Pack<T, V>*>(x)[c];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const int64_t j = c * V + i;
+        const A p = skip ? A(0) : exp_acc(static_cast<A>(in.v[i]) - l) - (j == t ? A(1) : A(0));
+        out.v[i] = static_cast<T>(scale * p);
+      }
+      reinterpret_cast<Pack<T, V>*>(gi)[c] = out;
     }
   }
 }
@@ -94,10 +100,19 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
     using T = decltype(t_tag);
     using L = decltype(l_tag);
     using A = acc_t<T>;
-    cross_entropy_forward_kernel<T, L><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
-        static_cast<L*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()),
-        static_cast<const T*>(logits.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
-        ptr_or_null<L>(weight), rows, cols, ignore_index, rec, op_address("cross_entropy"));
+    constexpr int kVec = 16 / sizeof(T);
+    const auto launch = [&](auto kernel, int v) {
+      kernel<<<row_blocks(rows), threads_for(cols / v, 8), 0, ctx.stream>>>(
+          static_cast<L*>(loss.data_ptr()), static_cast<A*>(lse.data_ptr()),
+          static_cast<const T*>(logits.data_ptr()),
+          static_cast<const int64_t*>(target.data_ptr()), ptr_or_null<L>(weight), rows, cols,
+          ignore_index, rec, op_address("cross_entropy"));
+    };
+    if (vector_width<T>(logits.data_ptr(), cols) == kVec) {
+      launch(cross_entropy_forward_kernel<T, L, kVec>, kVec);
+    } else {
+      launch(cross_entropy_forward_kernel<T, L, 1>, 1);
+    }
   });
   KILN_CUDA_CHECK_LAUNCH("cross_entropy");
 }
@@ -113,11 +128,20 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss,
     using T = decltype(t_tag);
     using L = decltype(l_tag);
     using A = acc_t<T>;
-    cross_entropy_backward_kernel<T, L><<<row_blocks(rows), threads_for(cols, 8), 0, ctx.stream>>>(
-        static_cast<T*>(grad_logits.data_ptr()), static_cast<const L*>(grad_loss.data_ptr()),
-        static_cast<const T*>(logits.data_ptr()), static_cast<const A*>(lse.data_ptr()),
-        static_cast<const int64_t*>(target.data_ptr()), ptr_or_null<L>(weight), rows, cols,
-        ignore_index);
+    constexpr int kVec = 16 / sizeof(T);
+    const auto launch = [&](auto kernel, int v) {
+      kernel<<<row_blocks(rows), threads_for(cols / v, 8), 0, ctx.stream>>>(
+          static_cast<T*>(grad_logits.data_ptr()), static_cast<const L*>(grad_loss.data_ptr()),
+          static_cast<const T*>(logits.data_ptr()), static_cast<const A*>(lse.data_ptr()),
+          static_cast<const int64_t*>(target.data_ptr()), ptr_or_null<L>(weight), rows, cols,
+          ignore_index);
+    };
+    if (vector_width<T>(logits.data_ptr(), cols) == kVec &&
+        vector_width<T>(grad_logits.data_ptr(), cols) == kVec) {
+      launch(cross_entropy_backward_kernel<T, L, kVec>, kVec);
+    } else {
+      launch(cross_entropy_backward_kernel<T, L, 1>, 1);
+    }
   });
   KILN_CUDA_CHECK_LAUNCH("cross_entropy_backward");
 }

@@ -252,20 +252,32 @@ __global__ void layer_norm_col_partial_kernel(acc_t<T>* part_w, acc_t<T>* part_b
   if (part_b) part_b[blockIdx.y * cols + j] = sb;
 }
 
+// Sums the chunks' partial column sums: a block per kColTile columns, its kColRows rows of
+// threads splitting the chunks (a thread per column alone would walk all chunks serially).
 template <typename T>
 __global__ void layer_norm_col_final_kernel(T* grad_weight, T* grad_bias, const acc_t<T>* part_w,
                                             const acc_t<T>* part_b, int64_t chunks, int64_t cols) {
   using A = acc_t<T>;
-  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < cols;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    A sw = 0, sb = 0;
-    for (int64_t k = 0; k < chunks; ++k) {
+  __shared__ A sw_tile[kColRows][kColTile + 1];
+  __shared__ A sb_tile[kColRows][kColTile + 1];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  A sw = 0, sb = 0;
+  if (j < cols) {
+    for (int64_t k = threadIdx.y; k < chunks; k += kColRows) {
       if (part_w) sw += part_w[k * cols + j];
       if (part_b) sb += part_b[k * cols + j];
     }
-    if (grad_weight) grad_weight[j] = static_cast<T>(sw);
-    if (grad_bias) grad_bias[j] = static_cast<T>(sb);
   }
+  sw_tile[threadIdx.y][threadIdx.x] = sw;
+  sb_tile[threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= cols) return;
+  for (int k = 1; k < kColRows; ++k) {
+    sw += sw_tile[k][threadIdx.x];
+    sb += sb_tile[k][threadIdx.x];
+  }
+  if (grad_weight) grad_weight[j] = static_cast<T>(sw);
+  if (grad_bias) grad_bias[j] = static_cast<T>(sb);
 }
 
 void layer_norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight,
@@ -314,7 +326,7 @@ void layer_norm_backward_kernel(const Tensor& grad_in, const Tensor& grad_weight
                     static_cast<unsigned>(chunks));
     layer_norm_col_partial_kernel<T><<<grid, dim3(kColTile, kColRows), 0, ctx.stream>>>(
         pw, pb, g, x, mu, rs, rows, cols, chunk_rows);
-    layer_norm_col_final_kernel<T><<<grid_for(cols), kThreads, 0, ctx.stream>>>(
+    layer_norm_col_final_kernel<T><<<grid.x, dim3(kColTile, kColRows), 0, ctx.stream>>>(
         grad_weight.defined() ? static_cast<T*>(grad_weight.data_ptr()) : nullptr,
         grad_bias.defined() ? static_cast<T*>(grad_bias.data_ptr()) : nullptr, pw, pb, chunks,
         cols);

@@ -59,17 +59,33 @@ __device__ A block_reduce(A v, Op op, A identity, A* scratch) {
 }
 
 // One read of a row x[0, cols) by the block: returns sum(exp(x - row_max)) and sets row_max
-// (every thread gets both), with a running max and a sum rescaled when the max grows.
-template <typename T, typename A>
+// (every thread gets both), with a running max and a sum rescaled when the max grows. With
+// V > 1 the row is 16-byte aligned and cols a multiple of V: threads load V elements at once
+// and rescale once per chunk.
+template <int V = 1, typename T, typename A>
 __device__ A row_online_sum_exp(const T* x, int64_t cols, A* scratch, A& row_max) {
   A m = neg_inf<A>(), s = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const A xv = static_cast<A>(x[j]);
-    if (xv > m) {
-      s = s * exp_acc(m - xv) + A(1);
-      m = xv;
-    } else if (xv != neg_inf<A>()) {  // -inf adds nothing (and -inf - -inf would be NaN)
-      s += exp_acc(xv - m);
+  for (int64_t c = threadIdx.x; c * V < cols; c += blockDim.x) {
+    A v[V];
+    if constexpr (V == 1) {
+      v[0] = static_cast<A>(x[c]);
+    } else {
+      const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(x)[c];
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = static_cast<A>(p.v[i]);
+    }
+    A chunk_max = v[0];
+#pragma unroll
+    for (int i = 1; i < V; ++i) chunk_max = v[i] > chunk_max ? v[i] : chunk_max;
+    if (chunk_max > m) {
+      s = s * exp_acc(m - chunk_max);
+      m = chunk_max;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      // -inf adds nothing (and -inf - -inf would be NaN); the max itself adds exactly 1 (so
+      // does an inf max); NaN reaches the sum.
+      if (v[i] != neg_inf<A>()) s += v[i] == m ? A(1) : exp_acc(v[i] - m);
     }
   }
   row_max = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);

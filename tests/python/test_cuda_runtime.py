@@ -66,6 +66,30 @@ def test_non_contiguous_sources_and_destinations(dtype):
 
 
 @requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("width,offset", [(768, 0), (768, 768), (24, 8), (3, 1), (5, 2)])
+def test_copies_of_rows_into_and_out_of_slices(dtype, width, offset):
+    """Same-dtype copies whose last dim is contiguous on both sides take the row kernel
+    (cuda/copy.cu) with 16-, 8- or 4-byte words when everything is aligned to them, the
+    element kernel otherwise (odd widths and offsets): both must place every element."""
+    rows, full = 6, 2 * width + offset
+    src = sample((2, rows, width), dtype)
+    ref = values(src)
+    dst = kiln.zeros(2, rows, full, dtype=dtype, device="cuda")
+    dst[:, :, offset:offset + width] = src.cuda()  # into a slice of the last dim
+    want = np.zeros((2, rows, full))
+    want[:, :, offset:offset + width] = ref
+    np.testing.assert_array_equal(values(dst), want)
+    out = dst[:, :, offset:offset + width].contiguous()  # out of one
+    np.testing.assert_array_equal(values(out), ref)
+    cat = kiln.cat([src.cuda(), dst[:, :, :offset + 1]], dim=-1)
+    np.testing.assert_array_equal(values(cat), np.concatenate([ref, want[:, :, :offset + 1]], -1))
+    rows_bcast = kiln.empty(2, rows, width, dtype=dtype, device="cuda")
+    rows_bcast.copy_(src.cuda()[:, :1])  # a broadcast row
+    np.testing.assert_array_equal(values(rows_bcast), np.broadcast_to(ref[:, :1], ref.shape))
+
+
+@requires_gpu
 def test_many_dims_and_broadcast_copies():
     x = sample((2, 3, 2, 3, 2, 3, 2, 2, 3), kiln.float32)
     ref = values(x)
