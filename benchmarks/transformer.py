@@ -3,6 +3,8 @@ one table (kiln, PyTorch, kiln/PyTorch; every unit is lower-is-better):
 
   * F.scaled_dot_product_attention forward + backward, bf16 and fp32, causal and full:
     time and peak memory beyond the inputs;
+  * F.linear forward + backward with bias, bf16, at GPT-2 small's shapes (qkv, MLP up, MLP
+    down): time and the kernels launched per call (Note [Fused linear]);
   * training steps of the GPT of examples/train_gpt.py (build_gpt: fused qkv Linear, split /
     view / transpose, scaled_dot_product_attention, GELU MLP, tied lm_head), fused AdamW,
     bf16 autocast or fp32, zero_grad(set_to_none=True): GPT-2 small and a 6x6x384 GPT;
@@ -14,7 +16,7 @@ Times come from CUDA events recorded between back-to-back calls (no synchronizat
 them, so a sample is one call's span on the device timeline, idle gaps the host leaves
 included), after warm-up; the median of --iters samples is reported.
 
-    PYTHONPATH=python python3 benchmarks/transformer.py [--only sdpa gpt2 small] [--iters N]
+    PYTHONPATH=python python3 benchmarks/transformer.py [--only sdpa linear gpt2 small] [--iters N]
     PYTHONPATH=python python3 benchmarks/transformer.py --smoke    # tiny shapes on the CPU
 
 Without PyTorch installed (or with --no-torch) only kiln runs and the PyTorch column is n/a.
@@ -43,6 +45,9 @@ except ImportError:
 MiB = 2**20
 SDPA_SHAPES = [(64, 6, 256, 64), (16, 12, 1024, 64), (8, 16, 2048, 128)]
 SMOKE_SDPA_SHAPES = [(2, 2, 16, 8)]
+# (rows, in_features, out_features) of GPT-2 small's Linear layers at batch 8 x T 1024.
+LINEAR_SHAPES = [(8192, 768, 2304), (8192, 768, 3072), (8192, 3072, 768)]
+SMOKE_LINEAR_SHAPES = [(64, 32, 48)]
 
 
 def gpt_workloads(smoke):
@@ -143,6 +148,23 @@ def sdpa_case(mod, device, shape, dtype_name, causal):
     return run
 
 
+def linear_case(mod, device, shape):
+    """A closure running F.linear forward + backward (input, weight and bias gradients), bf16."""
+    mod.manual_seed(0)
+    rows, k, n = shape
+    x, w, b, grad = (mod.randn(*s, device=device).to(mod.bfloat16)
+                     for s in ((rows, k), (n, k), (n,), (rows, n)))
+    for t in (x, w, b):
+        t.requires_grad_(True)
+    F = mod.nn.functional
+
+    def run():
+        F.linear(x, w, b).backward(grad)
+        x.grad = w.grad = b.grad = None
+
+    return run
+
+
 def gpt_step(mod, device, cfg, batch, bf16):
     """One training step of build_gpt(cfg) on a fixed random batch, fused AdamW."""
     mod.manual_seed(0)
@@ -175,6 +197,14 @@ def measure_sdpa(mod, device, shape, dtype_name, causal, iters, warmup):
     return {"ms": ms, "MiB": peak_mib(mod, device, run, beyond_current=True)}
 
 
+def measure_linear(mod, device, shape, iters, warmup):
+    run = linear_case(mod, device, shape)
+    out = {"ms": times_ms(mod, device, run, iters, warmup)}
+    if device == "cuda" and torch is not None:
+        out["kernels"], _ = device_launches_per_step(mod, run)
+    return out
+
+
 def measure_gpt(mod, device, cfg, batch, bf16, iters, warmup, profile=0):
     step = gpt_step(mod, device, cfg, batch, bf16)
     out = {"ms": times_ms(mod, device, step, iters, warmup),
@@ -188,7 +218,7 @@ def measure_gpt(mod, device, cfg, batch, bf16, iters, warmup, profile=0):
 
 def workloads(args, device):
     """(label, {unit: row name}, fn(mod)) for every part selected."""
-    parts = set(args.only or ["sdpa", "gpt2", "small"])
+    parts = set(args.only or ["sdpa", "linear", "gpt2", "small"])
     warmup = 1 if args.smoke else 5
     on_gpu = device == "cuda"  # memory and kernel counts only there
     out = []
@@ -202,6 +232,12 @@ def workloads(args, device):
                     out.append((label, units,
                                 lambda mod, s=shape, d=dtype_name, c=causal:
                                 measure_sdpa(mod, device, s, d, c, args.iters, warmup)))
+    if "linear" in parts:
+        for shape in SMOKE_LINEAR_SHAPES if args.smoke else LINEAR_SHAPES:
+            label = f"linear fwd+bwd bf16 [{shape[0]},{shape[1]}]x[{shape[2]},{shape[1]}]+bias"
+            units = {"ms": "ms", "kernels": "kernels"} if on_gpu else {"ms": "ms"}
+            out.append((label, units, lambda mod, s=shape:
+                        measure_linear(mod, device, s, args.iters, warmup)))
     for part, cases in gpt_workloads(args.smoke).items():
         if part not in parts:
             continue
@@ -224,7 +260,7 @@ def fmt(value):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=["sdpa", "gpt2", "small"],
+    parser.add_argument("--only", nargs="+", choices=["sdpa", "linear", "gpt2", "small"],
                         help="parts to run (default: all)")
     parser.add_argument("--iters", type=int, default=None,
                         help="timed iterations per workload (default 30; 2 with --smoke)")

@@ -15,6 +15,7 @@ const bool g_registered = [] {
   install_elementwise_kernels(table);
   install_reduce_kernels(table);
   install_blas_kernels(table);
+  install_blas_lt_kernels(table);
   install_index_kernels(table);
   install_scan_kernels(table);
   install_random_kernels(table);

@@ -208,6 +208,121 @@ Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
   return out;
 }
 
+// Note [Fused linear]
+// PyTorch's linear is addmm: one cuBLASLt GEMM whose epilogue adds the bias. Composed as
+// matmul then add, the bias costs a second kernel that reads and writes the whole output
+// again. The linear kernel family does both in one call (cuda/blas_lt.cpp; Eigen on the
+// CPU), and its weight-gradient helper folds the bias gradient, the column sums of the output
+// gradient, into the weight gradient's GEMM (cuBLASLt's BGRADB epilogue), so the backward is
+// two GEMMs and nothing else. One autograd node "linear" holds
+// it all and computes only the gradients whose edges are live.
+//
+// What falls back to matmul + add, the composite that defines the semantics: 1-D input or
+// weight, empty operands, mixed dtypes or devices (its errors are the ones users see), a bias
+// that is not a contiguous [out_features], a device without the family, and operands the
+// device's library declines (cuBLASLt wants 16-byte aligned pointers and leading dims, and
+// kiln sends it no float64). An input whose rows do not fold into a matrix without a copy is
+// copied first, as matmul would. A backward that is itself recorded (create_graph=True) is
+// written with mm and sum, so it can be differentiated again.
+
+namespace {
+
+Tensor linear_composite(const Tensor& input, const Tensor& weight,
+                        const std::optional<Tensor>& bias) {
+  Tensor out = matmul(input, t(weight));
+  return bias ? add(out, *bias) : out;
+}
+
+// The fused path takes these operands (Note [Fused linear]).
+bool fusable_linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  if (input.dim() < 2 || weight.dim() != 2 || input.numel() == 0 || weight.numel() == 0)
+    return false;
+  if (!is_floating(input.dtype()) || weight.dtype() != input.dtype() ||
+      weight.device() != input.device() || !backend(input.device()).linear)
+    return false;
+  if (!bias) return true;
+  return bias->dim() == 1 && bias->size(0) == weight.size(0) && bias->is_contiguous() &&
+         bias->dtype() == input.dtype() && bias->device() == input.device();
+}
+
+// x as the [rows, in_features] matrix a GEMM reads: a view when x's rows fold without a copy
+// (any contiguous x, or a 2-D one with a unit stride in either dim), else a contiguous copy.
+// Recorded like any reshape when grad mode is on, so the backward can differentiate through it.
+Tensor linear_rows(const Tensor& x) {
+  const int64_t k = x.size(-1);
+  if (x.dim() == 2) {
+    const int64_t s0 = x.stride(0), s1 = x.stride(1);
+    if ((s1 == 1 && s0 >= k && s0 > 0) || (s0 == 1 && s1 >= x.size(0) && s1 > 0)) return x;
+  }
+  return reshape(contiguous(x), {x.numel() / k, k});
+}
+
+// The gradients linear_fused's node is asked for (`want`, by edge) from the output's gradient:
+// x (the input, needed for the weight's) and w (needed for the input's) are defined where needed.
+struct LinearGradArgs {
+  Shape input_shape;
+  DType dtype;
+  int64_t n, k;
+  bool has_bias;
+  bool want[3];
+};
+
+Grads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
+                      const LinearGradArgs& a) {
+  const Tensor g = reshape(grad, {grad.numel() / a.n, a.n});
+  const bool both = a.want[1] && a.want[2];
+  Tensor gi, gw, gb;
+  if (a.want[0]) gi = reshape(mm(g, w), a.input_shape);
+  bool fused = false;  // the weight's GEMM has computed the bias's gradient too
+  if (a.want[1]) {
+    const Tensor rows = linear_rows(x);
+    if (!GradMode::is_enabled()) {
+      gw = make_tensor({a.n, a.k}, g.dtype(), g.device());
+      if (both) gb = make_tensor({a.n}, g.dtype(), g.device());
+      fused = backend(g.device()).linear_weight_grad(gw, gb, linear_rows(g), rows);
+    }
+    if (!fused) gw = mm(t(g), rows);
+  }
+  if (a.want[2] && !fused) gb = sum(g, std::vector<int64_t>{0});
+  Grads grads{gi, gw};
+  if (a.has_bias) grads.push_back(gb);
+  return grads;
+}
+
+// linear as one kernel call and one autograd node (Note [Fused linear]); an undefined result
+// when the backend declines the operands.
+Tensor linear_fused(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  const int64_t n = weight.size(0);
+  Shape out_shape(input.sizes().begin(), input.sizes().end() - 1);
+  out_shape.push_back(n);
+  Tensor out = make_tensor(out_shape, input.dtype(), input.device());
+  {
+    GradModeGuard no_grad(false);
+    const Tensor rows = linear_rows(input);
+    if (!backend(input.device())
+             .linear(reshape(out, {rows.size(0), n}), rows, weight, bias ? *bias : Tensor()))
+      return Tensor();
+  }
+  std::vector<Tensor> inputs{input, weight};
+  if (bias) inputs.push_back(*bias);
+  if (needs_grad(inputs)) {
+    // Each operand is kept only for the gradient that reads it.
+    SavedTensor sx = weight.requires_grad() ? SavedTensor(input) : SavedTensor();
+    SavedTensor sw = input.requires_grad() ? SavedTensor(weight) : SavedTensor();
+    const LinearGradArgs args{input.sizes(),  input.dtype(),    n,
+                              weight.size(1), bias.has_value(), {}};
+    record("linear", inputs, {out}, [sx, sw, args](const Grads& g, Node& self) -> Grads {
+      LinearGradArgs live = args;
+      for (size_t i = 0; i < self.next_edges.size(); ++i) live.want[i] = self.next_edges[i].valid();
+      return linear_backward(to_dtype(g[0], live.dtype), sx.defined() ? sx.unpack() : Tensor(),
+                             sw.defined() ? sw.unpack() : Tensor(), live);
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
   if (auto ac = autocast_args("linear", {input, weight, opt_arg(bias)}))
     return linear((*ac)[0], (*ac)[1], ac->opt(2));
@@ -217,8 +332,11 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   KILN_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(-1), Runtime,
              "[linear] input's last dim must equal weight's in_features: input ", input.sizes(),
              ", weight ", weight.sizes());
-  Tensor out = matmul(input, t(weight));
-  return bias ? add(out, *bias) : out;
+  if (fusable_linear(input, weight, bias)) {
+    Tensor out = linear_fused(input, weight, bias);
+    if (out.defined()) return out;
+  }
+  return linear_composite(input, weight, bias);
 }
 
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
