@@ -1,5 +1,5 @@
-// The fused linear layer's GEMMs through cuBLASLt: the linear and linear_weight_grad kernel
-// families (Note [Fused linear] in ops/nn_functional.cpp).
+// The fused linear layer's GEMMs through cuBLASLt: CUDA's LinearBackend (ops/linear_backend.h,
+// Note [Fused linear] in ops/nn_functional.cpp).
 //
 // Note [Linear through cuBLASLt]
 // Layouts follow cuda/blas.cpp: a row-major [r, c] matrix read column-major is its transpose.
@@ -19,8 +19,10 @@
 // leading dim is required to be 16-byte aligned and the heuristic is told so: that admits the
 // TMA kernels Hopper's fastest GEMMs use, and keeps alignment out of the key. Operands that
 // miss it, float64, and problems the heuristic has no algorithm for are declined (false): the
-// front end then composes the same result from bmm and reduce. The workspace comes from kiln's
+// front end then composes the same result with matmul, add and sum. The workspace comes from kiln's
 // caching allocator on the current stream, sized to what the chosen algorithm asks for.
+#include "cuda/blas_lt.h"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -37,8 +39,8 @@
 #include "core/flags.h"
 #include "core/tensor.h"
 #include "cuda/internal.h"
-#include "cuda/kernels.h"
 #include "cuda/runtime.h"
+#include "ops/linear_backend.h"
 
 namespace kiln::cuda {
 
@@ -255,9 +257,9 @@ bool linear_weight_grad_kernel(const Tensor& gw, const Tensor& gb, const Tensor&
 
 }  // namespace
 
-void install_blas_lt_kernels(Backend& b) {
-  b.linear = linear_kernel;
-  b.linear_weight_grad = linear_weight_grad_kernel;
+void register_blas_lt() {
+  static const LinearBackend table{linear_kernel, linear_weight_grad_kernel};
+  register_linear_backend(DeviceType::CUDA, &table);
 }
 
 }  // namespace kiln::cuda

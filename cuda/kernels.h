@@ -15,8 +15,6 @@ void install_elementwise_kernels(Backend& b);
 void install_reduce_kernels(Backend& b);
 // bmm through cuBLAS.
 void install_blas_kernels(Backend& b);
-// linear, linear_weight_grad through cuBLASLt (cuda/blas_lt.cpp).
-void install_blas_lt_kernels(Backend& b);
 // index_check, index_take, index_put, row_gather, row_scatter_add, triangle.
 void install_index_kernels(Backend& b);
 // arg_reduce, scan.

@@ -25,8 +25,6 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.where) missing.push_back("where");
   if (!b.reduce) missing.push_back("reduce");
   if (!b.bmm) missing.push_back("bmm");
-  if (!b.linear) missing.push_back("linear");
-  if (!b.linear_weight_grad) missing.push_back("linear_weight_grad");
   if (!b.index_take) missing.push_back("index_take");
   if (!b.index_put) missing.push_back("index_put");
   if (!b.index_check) missing.push_back("index_check");

@@ -82,16 +82,6 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
   // out[b] = a[b] @ bm[b] for 3-D tensors of one floating dtype; any strides.
   void (*bmm)(const Tensor& out, const Tensor& a, const Tensor& b) = nullptr;
-  // Fused linear layer (Note [Fused linear] in ops/nn_functional.cpp): 2-D matrices of any
-  // strides and sizes > 0, one floating dtype; out, gw and the bias vectors (1-D, may be
-  // undefined) contiguous. Each returns false, having written nothing, when the device's
-  // GEMM library does not take these operands (dtype, alignment, layout): the front end then
-  // computes the same thing with bmm and reduce.
-  // out[m, n] = a[m, k] @ w[n, k]^T + bias[n].
-  bool (*linear)(const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& bias) = nullptr;
-  // gw[n, k] = g[m, n]^T @ x[m, k] and, when gb is defined, gb[n] = the sum of g's rows.
-  bool (*linear_weight_grad)(const Tensor& gw, const Tensor& gb, const Tensor& g,
-                             const Tensor& x) = nullptr;
   // Index families work on element offsets from a tensor's data_ptr (so any strides and
   // views work); offsets are contiguous int64, in range or (GPU backends) negative: the mark
   // of an element whose index failed its device-side check (Note [Deferred index errors]).

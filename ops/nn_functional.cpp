@@ -13,6 +13,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
+#include "ops/linear_backend.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/view.h"
@@ -211,15 +212,15 @@ Tensor scatter_add_rows(const Tensor& src, const Tensor& index, int64_t rows) {
 // Note [Fused linear]
 // PyTorch's linear is addmm: one cuBLASLt GEMM whose epilogue adds the bias. Composed as
 // matmul then add, the bias costs a second kernel that reads and writes the whole output
-// again. The linear kernel family does both in one call (cuda/blas_lt.cpp; Eigen on the
-// CPU), and its weight-gradient helper folds the bias gradient, the column sums of the output
-// gradient, into the weight gradient's GEMM (cuBLASLt's BGRADB epilogue), so the backward is
-// two GEMMs and nothing else. One autograd node "linear" holds
+// again. The device's LinearBackend (ops/linear_backend.h) does both in one call
+// (cuda/blas_lt.cpp; Eigen on the CPU), and its weight-gradient entry folds the bias gradient,
+// the column sums of the output gradient, into the weight gradient's GEMM (cuBLASLt's BGRADB
+// epilogue), so the backward is two GEMMs and nothing else. One autograd node "linear" holds
 // it all and computes only the gradients whose edges are live.
 //
 // What falls back to matmul + add, the composite that defines the semantics: 1-D input or
 // weight, empty operands, mixed dtypes or devices (its errors are the ones users see), a bias
-// that is not a contiguous [out_features], a device without the family, and operands the
+// that is not a contiguous [out_features], a device without a LinearBackend, operands the
 // device's library declines (cuBLASLt wants 16-byte aligned pointers and leading dims, and
 // kiln sends it no float64). An input whose rows do not fold into a matrix without a copy is
 // copied first, as matmul would. A backward that is itself recorded (create_graph=True) is
@@ -238,7 +239,7 @@ bool fusable_linear(const Tensor& input, const Tensor& weight, const std::option
   if (input.dim() < 2 || weight.dim() != 2 || input.numel() == 0 || weight.numel() == 0)
     return false;
   if (!is_floating(input.dtype()) || weight.dtype() != input.dtype() ||
-      weight.device() != input.device() || !backend(input.device()).linear)
+      weight.device() != input.device() || !linear_backend(input.device().type))
     return false;
   if (!bias) return true;
   return bias->dim() == 1 && bias->size(0) == weight.size(0) && bias->is_contiguous() &&
@@ -279,7 +280,7 @@ Grads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
     if (!GradMode::is_enabled()) {
       gw = make_tensor({a.n, a.k}, g.dtype(), g.device());
       if (both) gb = make_tensor({a.n}, g.dtype(), g.device());
-      fused = backend(g.device()).linear_weight_grad(gw, gb, linear_rows(g), rows);
+      fused = linear_backend(g.device().type)->weight_grad(gw, gb, linear_rows(g), rows);
     }
     if (!fused) gw = mm(t(g), rows);
   }
@@ -299,8 +300,8 @@ Tensor linear_fused(const Tensor& input, const Tensor& weight, const std::option
   {
     GradModeGuard no_grad(false);
     const Tensor rows = linear_rows(input);
-    if (!backend(input.device())
-             .linear(reshape(out, {rows.size(0), n}), rows, weight, bias ? *bias : Tensor()))
+    const LinearBackend* kernels = linear_backend(input.device().type);
+    if (!kernels->forward(reshape(out, {rows.size(0), n}), rows, weight, bias ? *bias : Tensor()))
       return Tensor();
   }
   std::vector<Tensor> inputs{input, weight};

@@ -12,8 +12,6 @@ const Backend& backend() {
     b.where = where_kernel;
     b.reduce = reduce_kernel;
     b.bmm = bmm_kernel;
-    b.linear = linear_kernel;
-    b.linear_weight_grad = linear_weight_grad_kernel;
     b.index_take = index_take_kernel;
     b.index_put = index_put_kernel;
     b.nonzero = nonzero_kernel;

@@ -1,11 +1,13 @@
-// Batched GEMM, and the fused linear layer's GEMMs, on Eigen (multithreaded through
-// OpenMP). Half types are multiplied in float: Eigen's half GEMM accumulates in half.
+// Batched GEMM, and the fused linear layer's GEMMs (ops/linear_backend.h), on Eigen
+// (multithreaded through OpenMP). Half types are multiplied in float: Eigen's half GEMM
+// accumulates in half.
 #include <Eigen/Core>
 #include <type_traits>
 
 #include "ops/cpu/convert.h"
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
+#include "ops/linear_backend.h"
 
 namespace kiln::cpu {
 
@@ -89,8 +91,6 @@ void linear_weight_grad_typed(const Tensor& gw, const Tensor& gb, const Tensor& 
   }
 }
 
-}  // namespace
-
 bool linear_kernel(const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& bias) {
   dispatch_floating(out.dtype(), "linear", [&](auto tag) {
     linear_typed<typename decltype(tag)::type>(out, a, w, bias);
@@ -104,6 +104,13 @@ bool linear_weight_grad_kernel(const Tensor& gw, const Tensor& gb, const Tensor&
     linear_weight_grad_typed<typename decltype(tag)::type>(gw, gb, g, x);
   });
   return true;
+}
+
+}  // namespace
+
+const LinearBackend& linear_backend() {
+  static const LinearBackend table{linear_kernel, linear_weight_grad_kernel};
+  return table;
 }
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {

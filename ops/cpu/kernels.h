@@ -15,9 +15,6 @@ void fill_kernel(const Tensor& dst, Scalar value);
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
-bool linear_kernel(const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& bias);
-bool linear_weight_grad_kernel(const Tensor& gw, const Tensor& gb, const Tensor& g,
-                               const Tensor& x);
 void index_take_kernel(const Tensor& out, const Tensor& in, const Tensor& offsets);
 void index_put_kernel(PutOp op, const Tensor& self, const Tensor& offsets, const Tensor& values);
 void nonzero_kernel(const Tensor& out, const Tensor& mask);
