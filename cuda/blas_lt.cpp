@@ -19,8 +19,8 @@
 // leading dim is required to be 16-byte aligned and the heuristic is told so: that admits the
 // TMA kernels Hopper's fastest GEMMs use, and keeps alignment out of the key. Operands that
 // miss it, float64, and problems the heuristic has no algorithm for are declined (false): the
-// front end then composes the same result with matmul, add and sum. The workspace comes from kiln's
-// caching allocator on the current stream, sized to what the chosen algorithm asks for.
+// front end then composes the same result with matmul, add and sum. The workspace comes from
+// kiln's caching allocator on the current stream, sized to what the chosen algorithm asks for.
 #include "cuda/blas_lt.h"
 
 #include <cublasLt.h>
@@ -46,7 +46,7 @@ namespace kiln::cuda {
 
 namespace {
 
-constexpr size_t kMaxWorkspace = size_t{32} << 20;  // what cuBLAS itself uses on Hopper
+constexpr size_t kMaxWorkspace = size_t{32} << 20;  // room for Hopper's split-K kernels
 constexpr int64_t kAlignment = 16;
 
 void check_lt(cublasStatus_t status, const char* op) {
