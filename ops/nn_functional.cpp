@@ -258,16 +258,19 @@ Tensor linear_rows(const Tensor& x) {
   return reshape(contiguous(x), {x.numel() / k, k});
 }
 
-// The gradients linear_fused's node is asked for (`want`, by edge) from the output's gradient:
-// x (the input, needed for the weight's) and w (needed for the input's) are defined where needed.
 struct LinearGradArgs {
   Shape input_shape;
   DType dtype;
   int64_t n, k;
   bool has_bias;
-  bool want[3];
+  // The weight is a transposed view (stored column by column): its gradient is made in that
+  // layout too, so the view's own backward hands its base a contiguous one, as bmm does.
+  bool weight_transposed;
+  bool want[3];  // by edge: input, weight, bias
 };
 
+// The gradients linear_fused's node is asked for, from the output's gradient: x (the input,
+// needed for the weight's) and w (needed for the input's) are defined where needed.
 Grads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
                       const LinearGradArgs& a) {
   const Tensor g = reshape(grad, {grad.numel() / a.n, a.n});
@@ -277,12 +280,23 @@ Grads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
   bool fused = false;  // the weight's GEMM has computed the bias's gradient too
   if (a.want[1]) {
     const Tensor rows = linear_rows(x);
+    bool done = false;
     if (!GradMode::is_enabled()) {
-      gw = make_tensor({a.n, a.k}, g.dtype(), g.device());
-      if (both) gb = make_tensor({a.n}, g.dtype(), g.device());
-      fused = linear_backend(g.device().type)->weight_grad(gw, gb, linear_rows(g), rows);
+      const Tensor grows = linear_rows(g);
+      const LinearBackend* kernels = linear_backend(g.device().type);
+      if (a.weight_transposed) {
+        // gw^T = rows^T @ g is the same GEMM with the operands' roles swapped; the bias's
+        // gradient is then summed apart.
+        Tensor gwt = make_tensor({a.k, a.n}, g.dtype(), g.device());
+        done = kernels->weight_grad(gwt, Tensor(), rows, grows);
+        gw = t(gwt);
+      } else {
+        gw = make_tensor({a.n, a.k}, g.dtype(), g.device());
+        if (both) gb = make_tensor({a.n}, g.dtype(), g.device());
+        done = fused = kernels->weight_grad(gw, gb, grows, rows);
+      }
     }
-    if (!fused) gw = mm(t(g), rows);
+    if (!done) gw = a.weight_transposed ? t(mm(t(rows), g)) : mm(t(g), rows);
   }
   if (a.want[2] && !fused) gb = sum(g, std::vector<int64_t>{0});
   Grads grads{gi, gw};
@@ -310,8 +324,10 @@ Tensor linear_fused(const Tensor& input, const Tensor& weight, const std::option
     // Each operand is kept only for the gradient that reads it.
     SavedTensor sx = weight.requires_grad() ? SavedTensor(input) : SavedTensor();
     SavedTensor sw = input.requires_grad() ? SavedTensor(weight) : SavedTensor();
-    const LinearGradArgs args{input.sizes(),  input.dtype(),    n,
-                              weight.size(1), bias.has_value(), {}};
+    const bool weight_transposed =
+        weight.size(0) > 1 && weight.size(1) > 1 && weight.stride(0) == 1 && weight.stride(1) != 1;
+    const LinearGradArgs args{input.sizes(),    input.dtype(),     n, weight.size(1),
+                              bias.has_value(), weight_transposed, {}};
     record("linear", inputs, {out}, [sx, sw, args](const Grads& g, Node& self) -> Grads {
       LinearGradArgs live = args;
       for (size_t i = 0; i < self.next_edges.size(); ++i) live.want[i] = self.next_edges[i].valid();
