@@ -19,12 +19,17 @@
 //   the request, kiln's allocated and cached bytes, the device's free/total
 //   memory and the largest live allocations. Nothing is left half-done, so the
 //   process can free tensors and go on.
+// - CUDA graphs (Note [CUDA graphs] in cuda/graph.cpp): while a graph captures, work in that
+//   capture allocates from the graph's private pool (segments of its own, never lent to other
+//   allocations, kept until the graph is reset), and nothing here queries or records events or
+//   calls cudaFree, which a capture forbids.
 // The allocator registers for DeviceType::CUDA when libkiln loads without
 // touching the driver; the first allocation resolves the device (and raises a
 // RuntimeError naming it when there is no GPU). It is never destroyed: tensors
 // may outlive static destructors at interpreter exit.
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -98,17 +103,20 @@ struct NodeAllocator {
   bool operator!=(const NodeAllocator<U>&) const { return false; }
 };
 
+struct PrivatePool;
+
 struct Block {
   static void* operator new(size_t) { return take_node<sizeof(Block)>(); }
   static void operator delete(void* p) { give_node<sizeof(Block)>(p); }
 
-  Block(int dev, cudaStream_t s, size_t n, void* p, bool sm)
-      : device(dev), stream(s), size(n), ptr(p), small(sm) {}
+  Block(int dev, cudaStream_t s, size_t n, void* p, bool sm, PrivatePool* o)
+      : device(dev), stream(s), size(n), ptr(p), small(sm), owner(o) {}
   int device;
   cudaStream_t stream;
   size_t size;
   void* ptr;
   bool small;
+  PrivatePool* owner;  // the CUDA graph pool of its segment; null: the shared pools
   bool allocated = false;
   size_t requested = 0;
   AllocationLabel label;  // what the live allocation holds (for OOM reports)
@@ -129,8 +137,20 @@ struct BlockOrder {
 
 using Pool = std::set<Block*, BlockOrder, NodeAllocator<Block*>>;
 
+// The segments of one or more CUDA graphs (Note [CUDA graphs] in cuda/graph.cpp).
+struct PrivatePool {
+  Pool small, large;
+  int users = 0;         // graphs holding the pool; at 0 its free segments may be released
+  int64_t segments = 0;  // while > 0, Blocks point here
+};
+
 struct DeviceState {
   Pool small, large;
+  std::map<MempoolId, std::unique_ptr<PrivatePool>> private_pools;
+  // Captures underway on this device: capture id -> the pool their allocations come from.
+  std::vector<std::pair<unsigned long long, PrivatePool*>> capturing;
+  std::vector<Block*> deferred;  // freed during a capture, still to get their stream events
+  std::map<cudaStream_t, void*> workspaces;  // stream_workspace
   std::unordered_map<void*, Block*, std::hash<void*>, std::equal_to<void*>,
                      NodeAllocator<std::pair<void* const, Block*>>>
       active;
@@ -159,11 +179,16 @@ class CachingAllocator final : public Allocator {
     cudaStream_t stream = stream_of(dev);
     std::lock_guard<std::mutex> lock(mu_);
     DeviceState& st = state(dev);
-    process_events(st);
+    PrivatePool* owner = nullptr;
+    if (captures_ > 0) {
+      owner = capture_pool(st, stream);  // event queries are illegal during a capture
+    } else {
+      process_events(st);
+    }
     const size_t size = std::max(kRound, (nbytes + kRound - 1) / kRound * kRound);
     const bool small = size <= kSmallSize;
-    Pool& pool = small ? st.small : st.large;
-    Block key{dev, stream, size, nullptr, small};
+    Pool& pool = pool_of(st, owner, small);
+    Block key{dev, stream, size, nullptr, small, owner};
     Block* b = nullptr;
     auto it = pool.lower_bound(&key);
     if (it != pool.end() && (*it)->stream == stream) {
@@ -174,11 +199,12 @@ class CachingAllocator final : public Allocator {
                          : size < kMidSize ? kLargeSegment
                                            : (size + kLargeRound - 1) / kLargeRound * kLargeRound;
       void* p = cuda_malloc(st, dev, seg, nbytes);
-      b = new Block{dev, stream, seg, p, small};
+      b = new Block{dev, stream, seg, p, small, owner};
+      if (owner) owner->segments++;
     }
     const size_t rest = b->size - size;
     if (small ? rest >= kRound : rest > kSmallSize) {
-      Block* r = new Block{dev, stream, rest, static_cast<char*>(b->ptr) + size, small};
+      Block* r = new Block{dev, stream, rest, static_cast<char*>(b->ptr) + size, small, owner};
       r->prev = b;
       r->next = b->next;
       if (b->next) b->next->prev = r;
@@ -229,11 +255,116 @@ class CachingAllocator final : public Allocator {
 
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
+    if (captures_ > 0) return;  // cudaFree would invalidate the capture
     for (size_t d = 0; d < devices_.size(); ++d)
       if (devices_[d]) release_cached(*devices_[d], static_cast<int>(d));
   }
 
+  void begin_allocate_to_pool(int dev, MempoolId id, unsigned long long capture_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceState& st = state(dev);
+    std::unique_ptr<PrivatePool>& pool = st.private_pools[id];
+    if (!pool) pool = std::make_unique<PrivatePool>();
+    pool->users++;
+    st.capturing.emplace_back(capture_id, pool.get());
+    captures_++;
+  }
+
+  void end_allocate_to_pool(int dev, unsigned long long capture_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceState& st = state(dev);
+    for (auto it = st.capturing.begin(); it != st.capturing.end(); ++it) {
+      if (it->first != capture_id) continue;
+      st.capturing.erase(it);
+      captures_--;
+      break;
+    }
+    if (captures_ > 0) return;
+    // Blocks freed during captures get the stream events they could not get then.
+    for (auto& dst : devices_) {
+      if (!dst) continue;
+      std::vector<Block*> deferred;
+      deferred.swap(dst->deferred);
+      for (Block* b : deferred) {
+        b->pending_events = 0;
+        insert_events(*dst, b);
+        if (b->pending_events == 0) return_block(*dst, b);
+      }
+    }
+  }
+
+  void release_pool(int dev, MempoolId id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceState& st = state(dev);
+    auto it = st.private_pools.find(id);
+    if (it != st.private_pools.end() && it->second->users > 0) it->second->users--;
+  }
+
+  std::pair<void*, size_t> stream_workspace(int dev, const char* op) {
+    cudaStream_t stream = stream_of(dev);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      DeviceState& st = state(dev);
+      auto it = st.workspaces.find(stream);
+      if (it != st.workspaces.end()) return {it->second, kWorkspaceBytes};
+    }
+    KILN_CHECK(!capture_underway(), Runtime, "[", op,
+               "] this stream has no library workspace yet, and making one is not allowed while "
+               "capturing a CUDA graph (capture on the stream the graph was begun on)");
+    void* p = allocate(kWorkspaceBytes, Device(DeviceType::CUDA, dev), AllocationLabel{});
+    std::lock_guard<std::mutex> lock(mu_);
+    state(dev).workspaces.emplace(stream, p);
+    return {p, kWorkspaceBytes};
+  }
+
+  bool capture_underway() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return captures_ > 0;
+  }
+
  private:
+  // The pool `owner` keeps small or large blocks in (the shared ones without an owner).
+  Pool& pool_of(DeviceState& st, PrivatePool* owner, bool small) {
+    if (owner) return small ? owner->small : owner->large;
+    return small ? st.small : st.large;
+  }
+
+  // The private pool of the capture `stream` takes part in, if any. Work on a stream that
+  // joined the capture (through an event) has the capture's id too.
+  PrivatePool* capture_pool(DeviceState& st, cudaStream_t stream) {
+    if (st.capturing.empty()) return nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (cudaStreamGetCaptureInfo(stream, &status, &id) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    if (status != cudaStreamCaptureStatusActive) return nullptr;
+    for (auto& [capture, pool] : st.capturing)
+      if (capture == id) return pool;
+    return nullptr;
+  }
+
+  // Records an event on each other stream that used `b`; it returns to its pool when they have
+  // all passed (process_events).
+  void insert_events(DeviceState& st, Block* b) {
+    int prev = 0;
+    cudaGetDevice(&prev);
+    cudaSetDevice(b->device);
+    for (cudaStream_t use : b->stream_uses) {
+      cudaEvent_t e;
+      if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess ||
+          cudaEventRecord(e, use) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
+      b->pending_events++;
+      st.pending.emplace_back(e, b);
+    }
+    cudaSetDevice(prev);
+    b->stream_uses.clear();
+  }
+
   DeviceState& state(int dev) {
     if (devices_.size() <= static_cast<size_t>(dev)) devices_.resize(dev + 1);
     if (!devices_[dev]) devices_[dev] = std::make_unique<DeviceState>();
@@ -257,21 +388,14 @@ class CachingAllocator final : public Allocator {
       s.num_frees++;
       s.active_blocks--;
       if (!b->stream_uses.empty()) {
-        int prev = 0;
-        cudaGetDevice(&prev);
-        cudaSetDevice(b->device);
-        for (cudaStream_t use : b->stream_uses) {
-          cudaEvent_t e;
-          if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess ||
-              cudaEventRecord(e, use) != cudaSuccess) {
-            cudaGetLastError();
-            continue;
-          }
-          b->pending_events++;
-          st.pending.emplace_back(e, b);
+        if (captures_ > 0) {
+          // Held out of its pool (pending_events keeps neighbours from merging with it) until
+          // the captures end and events may be recorded.
+          b->pending_events = 1;
+          st.deferred.push_back(b);
+          return;
         }
-        cudaSetDevice(prev);
-        b->stream_uses.clear();
+        insert_events(st, b);
         if (b->pending_events > 0) return;
       }
       return_block(st, b);
@@ -281,7 +405,7 @@ class CachingAllocator final : public Allocator {
 
   // Puts a free block back into its pool, merged with free neighbours.
   void return_block(DeviceState& st, Block* b) {
-    Pool& pool = b->small ? st.small : st.large;
+    Pool& pool = pool_of(st, b->owner, b->small);
     auto mergeable = [](Block* n) { return n && !n->allocated && n->pending_events == 0; };
     // Folds `right` into its left neighbour `left` and returns `left`.
     auto fold = [](Block* left, Block* right) {
@@ -317,33 +441,59 @@ class CachingAllocator final : public Allocator {
     }
   }
 
-  // cudaFree for every cached segment that is wholly unused.
+  // cudaFree for every cached segment that is wholly unused, in the shared pools and in the
+  // graph pools no graph holds any more (a pool that has no segments left is dropped).
   void release_cached(DeviceState& st, int dev) {
     DeviceGuard g(dev);
     process_events(st, true);
-    for (Pool* pool : {&st.small, &st.large}) {
-      for (auto it = pool->begin(); it != pool->end();) {
-        Block* b = *it;
-        if (b->prev || b->next) {
-          ++it;
-          continue;
-        }
-        cudaFree(b->ptr);
-        st.stats.reserved -= b->size;
-        st.stats.num_cuda_frees++;
-        st.stats.segments--;
-        it = pool->erase(it);
-        delete b;
+    release_free_segments(st, st.small, nullptr);
+    release_free_segments(st, st.large, nullptr);
+    for (auto it = st.private_pools.begin(); it != st.private_pools.end();) {
+      PrivatePool& pool = *it->second;
+      if (pool.users > 0) {
+        ++it;
+        continue;
       }
+      release_free_segments(st, pool.small, &pool);
+      release_free_segments(st, pool.large, &pool);
+      it = pool.segments == 0 ? st.private_pools.erase(it) : std::next(it);
     }
     cudaGetLastError();
+  }
+
+  void release_free_segments(DeviceState& st, Pool& pool, PrivatePool* owner) {
+    for (auto it = pool.begin(); it != pool.end();) {
+      Block* b = *it;
+      if (b->prev || b->next) {
+        ++it;
+        continue;
+      }
+      cudaFree(b->ptr);
+      st.stats.reserved -= b->size;
+      st.stats.num_cuda_frees++;
+      st.stats.segments--;
+      if (owner) owner->segments--;
+      it = pool.erase(it);
+      delete b;
+    }
   }
 
   void* cuda_malloc(DeviceState& st, int dev, size_t seg, size_t nbytes) {
     DeviceGuard g(dev);
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, seg);
-    if (err == cudaErrorMemoryAllocation) {
+    cudaError_t err;
+    if (captures_ > 0) {
+      // A capture in "global" mode forbids cudaMalloc on every thread; the new segment is not
+      // part of any graph, so the call is safe, and the mode is relaxed around it alone.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      cudaThreadExchangeStreamCaptureMode(&mode);
+      err = cudaMalloc(&p, seg);
+      cudaThreadExchangeStreamCaptureMode(&mode);
+    } else {
+      err = cudaMalloc(&p, seg);
+    }
+    // Releasing cached segments takes cudaFree and event waits, which a capture forbids.
+    if (err == cudaErrorMemoryAllocation && captures_ == 0) {
       cudaGetLastError();
       st.stats.num_alloc_retries++;
       release_cached(st, dev);
@@ -396,8 +546,12 @@ class CachingAllocator final : public Allocator {
     return ss.str();
   }
 
+  // cuBLAS's recommended workspace for Hopper (its default pool on sm_90 is as large).
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
   std::mutex mu_;
   std::vector<std::unique_ptr<DeviceState>> devices_;
+  int captures_ = 0;  // CUDA graph captures underway, all devices
 };
 
 CachingAllocator& caching_allocator() {
@@ -423,6 +577,20 @@ void reset_peak_memory_stats(int device) {
 }
 
 void empty_cache() { caching_allocator().empty_cache(); }
+
+void begin_allocate_to_pool(int device, MempoolId id, unsigned long long capture_id) {
+  caching_allocator().begin_allocate_to_pool(device, id, capture_id);
+}
+
+void end_allocate_to_pool(int device, unsigned long long capture_id) {
+  caching_allocator().end_allocate_to_pool(device, capture_id);
+}
+
+void release_pool(int device, MempoolId id) { caching_allocator().release_pool(device, id); }
+
+std::pair<void*, size_t> stream_workspace(int device, const char* op) {
+  return caching_allocator().stream_workspace(device, op);
+}
 
 void record_stream(const Tensor& t, StreamHandle s) {
   KILN_CHECK(t.device().is_cuda(), Runtime, "[record_stream] expected a CUDA tensor, got one on ",

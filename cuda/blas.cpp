@@ -54,6 +54,10 @@ void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   DeviceGuard guard(out.device().index);
   cublasHandle_t h = handle_for_current_device();
   check_cublas(cublasSetStream(h, stream_of(out.device().index)), "bmm");
+  // cublasSetStream resets the workspace to cuBLAS's own, which it may allocate under a CUDA
+  // graph capture; the stream's kiln workspace exists before any capture (Note [CUDA graphs]).
+  const auto [workspace, workspace_bytes] = stream_workspace(out.device().index, "bmm");
+  check_cublas(cublasSetWorkspace(h, workspace, workspace_bytes), "bmm");
   const Operand opa = describe(a), opb = describe(b);
   cudaDataType_t type;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;

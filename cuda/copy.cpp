@@ -14,6 +14,7 @@
 // (pinning that much would pin it for good in the cache) and flagged as a possible wait.
 #include <cstring>
 
+#include "core/graph_capture.h"
 #include "cuda/check.h"
 #include "cuda/internal.h"
 #include "ops/backend.h"
@@ -93,6 +94,10 @@ void host_to_device(const Tensor& dst, const Tensor& src) {
   cudaStream_t stream = stream_of(dev);
   Tensor s = host_contiguous(src, src.dtype());
   if (!s.storage()->pinned) {
+    // A captured copy reads its source at each replay: a staging block would be reused by then.
+    check_not_capturing("copy_",
+                        "a copy from pageable host memory to the GPU (a CPU tensor moved to the "
+                        "GPU; copy_ from a pinned tensor, Tensor.pin_memory(), can be captured)");
     if (nbytes(s) <= kMaxStagedBytes) {
       s = pin_memory(s);
     } else {

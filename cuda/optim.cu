@@ -31,6 +31,10 @@ struct ChunkArgs {
   void* ptrs[kLists][kMaxTensors];
   int64_t sizes[kMaxTensors];
   double scalars[kMaxTensors][2];
+  // Adam with capturable=True: each tensor's step count on the device (else null), and the
+  // hyper-parameters its scalars come from.
+  const float* steps[kMaxTensors];
+  double lr, beta1, beta2;
   uint8_t block_tensor[kMaxBlocks];
   int32_t block_chunk[kMaxBlocks];
 };
@@ -88,7 +92,12 @@ __global__ void __launch_bounds__(kBlockThreads) multi_tensor_kernel(ChunkArgs a
   const int64_t start = static_cast<int64_t>(args.block_chunk[blockIdx.x]) * kChunk;
   const int64_t rest = args.sizes[t] - start;
   const int64_t len = rest < kChunk ? rest : kChunk;
-  const double s0 = args.scalars[t][0], s1 = args.scalars[t][1];
+  double s0 = args.scalars[t][0], s1 = args.scalars[t][1];
+  if (args.steps[t]) {  // the host's {lr / bias_correction1, sqrt(bias_correction2)}
+    const double step = static_cast<double>(*args.steps[t]);
+    s0 = args.lr / (1 - pow(args.beta1, step));
+    s1 = sqrt(1 - pow(args.beta2, step));
+  }
   T* ptr[L];
   bool aligned = len % kIlp == 0;
 #pragma unroll
@@ -138,6 +147,9 @@ void multi_tensor_apply(const OptimizerStep& s, const std::vector<size_t>& idx, 
   for (const auto& st : s.states)
     if (!st.empty()) lists.push_back(&st);
   ChunkArgs args;
+  args.lr = s.hyper.lr;
+  args.beta1 = s.hyper.beta1;
+  args.beta2 = s.hyper.beta2;
   std::vector<int64_t> numels;
   for (size_t i : idx) numels.push_back(s.params[i].numel());
   schedule_chunks(
@@ -148,6 +160,9 @@ void multi_tensor_apply(const OptimizerStep& s, const std::vector<size_t>& idx, 
         args.sizes[slot] = numels[j];
         args.scalars[slot][0] = s.scalars.empty() ? 0.0 : s.scalars[i][0];
         args.scalars[slot][1] = s.scalars.empty() ? 0.0 : s.scalars[i][1];
+        args.steps[slot] = s.device_steps.empty()
+                               ? nullptr
+                               : static_cast<const float*>(s.device_steps[i].data_ptr());
       },
       [&](int block, int slot, int64_t c) {
         args.block_tensor[block] = static_cast<uint8_t>(slot);

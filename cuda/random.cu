@@ -61,7 +61,8 @@ __device__ T from_double(double v) {
 }
 
 template <int K, typename Write>
-__global__ void groups_kernel(int64_t n, PhiloxState s, Write write) {
+__global__ void groups_kernel(int64_t n, PhiloxState state, Write write) {
+  const PhiloxState s = philox_resolve(state);  // relative inside a CUDA graph
   const int64_t groups = (n + K - 1) / K;
   KILN_GRID_STRIDE(g, groups) {
     const auto w = philox4x32(s.seed, s.offset + static_cast<uint64_t>(g));

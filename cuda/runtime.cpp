@@ -12,6 +12,9 @@
 // (check_device_errors) is a read of host memory, not another wait, so it is never flagged.
 // Unlike PyTorch, a host-to-device copy is flagged only when it may wait: a pageable source
 // of up to 16 MiB goes through a pinned staging block (cuda/copy.cpp) and never does.
+// While a CUDA graph captures, every one of these calls, and kiln.cuda.synchronize(),
+// Event.synchronize() and the stream and event queries, raises instead, whatever the mode
+// (Note [CUDA graphs] in cuda/graph.cpp): the host would wait for work that has not run.
 #include "cuda/runtime.h"
 
 #include <array>
@@ -20,6 +23,7 @@
 #include <mutex>
 
 #include "core/determinism.h"
+#include "core/graph_capture.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/internal.h"
@@ -100,6 +104,7 @@ void set_sync_debug_mode(int mode) {
 int sync_debug_mode() { return g_sync_debug_mode.load(std::memory_order_relaxed); }
 
 void note_synchronizing_call(const char* op, const char* what) {
+  check_not_capturing(op, str_cat("waiting for the GPU (", what, ")"));
   const int mode = g_sync_debug_mode.load(std::memory_order_relaxed);
   if (mode == 0) return;
   std::string message =
@@ -160,6 +165,7 @@ DeviceProperties device_properties(int index) {
 
 void synchronize(int index) {
   index = resolve_device(Device(DeviceType::CUDA, index), "cuda.synchronize");
+  check_not_capturing("cuda.synchronize", "waiting for the device (kiln.cuda.synchronize())");
   DeviceGuard g(index);
   KILN_CUDA_CHECK(cudaDeviceSynchronize(), "cuda.synchronize");
   check_device_errors(index);
@@ -221,6 +227,7 @@ StreamHandle new_stream(int device, int priority) {
 }
 
 bool stream_query(StreamHandle s, int device) {
+  check_not_capturing("cuda.Stream.query", "querying a stream (Stream.query())");
   DeviceGuard g(device);
   cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(s));
   if (e == cudaErrorNotReady) {
@@ -269,6 +276,7 @@ void Event::wait(StreamHandle s, int device) {
 }
 
 bool Event::query() const {
+  check_not_capturing("cuda.Event.query", "querying an event (Event.query())");
   if (!event_) return true;
   cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
   if (e == cudaErrorNotReady) {
@@ -280,6 +288,7 @@ bool Event::query() const {
 }
 
 void Event::synchronize() const {
+  check_not_capturing("cuda.Event.synchronize", "waiting for an event (Event.synchronize())");
   if (!event_) return;
   KILN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cuda.Event.synchronize");
   check_device_errors(device_);

@@ -154,12 +154,16 @@ Tensor repeat_heads(const Tensor& t, int64_t groups) {
 // (the fused kernels draw the same ones: Note [Fused attention]).
 Tensor dropout_factors(const Tensor& like, const AttentionParams& p) {
   Generator gen(like.device());
-  std::vector<uint8_t> state(16);
-  for (int i = 0; i < 8; ++i) {
-    state[i] = static_cast<uint8_t>(p.rng.seed >> (8 * i));
-    state[8 + i] = static_cast<uint8_t>(p.rng.offset >> (8 * i));
+  if (p.rng.base) {
+    gen.begin_capture(p.rng.base, p.rng.offset);  // relative counters (Note [CUDA graphs])
+  } else {
+    std::vector<uint8_t> state(16);
+    for (int i = 0; i < 8; ++i) {
+      state[i] = static_cast<uint8_t>(p.rng.seed >> (8 * i));
+      state[8 + i] = static_cast<uint8_t>(p.rng.offset >> (8 * i));
+    }
+    gen.set_state(state);
   }
-  gen.set_state(state);
   return dropout(ones(like.sizes(), like.dtype(), like.device()), p.dropout_p, true, &gen);
 }
 

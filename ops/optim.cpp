@@ -9,7 +9,9 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/graph_capture.h"
 #include "ops/backend.h"
+#include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 
@@ -105,12 +107,37 @@ double increment_step(const char* op, const Tensor& step, size_t i) {
 }
 
 // Increments every step counter (after checking that there is one per parameter); returns the
-// new values.
-std::vector<double> increment_steps(const char* op, const std::vector<Tensor>& steps, size_t n) {
+// new values. Host counters are baked into a captured CUDA graph (Note [CUDA graphs]).
+std::vector<double> increment_steps(const char* op, const std::vector<Tensor>& steps,
+                                    const std::vector<Tensor>& params) {
+  const size_t n = params.size();
   check_length(op, steps, n, "steps", true);
+  for (const Tensor& p : params)
+    KILN_CHECK(!p.device().is_cuda() || !graph_capture_underway(p.device().index), Runtime, "[",
+               op, "] the optimizer's step counts live on the host, so a CUDA graph would "
+               "replay the captured step's values forever; construct the optimizer with "
+               "capturable=True (Adam, AdamW) to capture its step");
   std::vector<double> values(n);
   for (size_t i = 0; i < n; ++i) values[i] = increment_step(op, steps[i], i);
   return values;
+}
+
+// capturable=True: step += 1 on the device for every s.device_steps[i], each a one-element
+// float32 tensor on params[i]'s device.
+void increment_device_steps(const char* op, const OptimizerStep& s) {
+  check_length(op, s.device_steps, s.params.size(), "steps", true);
+  GradModeGuard no_grad(false);
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const Tensor& step = s.device_steps[i];
+    KILN_CHECK(step.defined() && step.device() == s.params[i].device() && step.numel() == 1 &&
+                   step.dtype() == DType::Float32 && step.is_contiguous(),
+               Runtime, "[", op, "] with steps on the GPU (capturable=True), steps[", i,
+               "] must be a one-element float32 tensor on ", s.params[i].device(), ", got ",
+               step.defined()
+                   ? str_cat(step.dtype(), " on ", step.device(), " with shape ", step.sizes())
+                   : std::string("None"));
+    add_(step, wrapped_scalar(Scalar(1.0)), Scalar(1));
+  }
 }
 
 // Runs the kernel on `s` restricted to one device, with contiguous operands: strided params
@@ -168,6 +195,7 @@ void run(const char* op, OptimizerStep& s) {
       for (int k = 0; k < kOptimizerStates; ++k)
         if (!s.states[k].empty()) part.states[k].push_back(s.states[k][i]);
       if (!s.scalars.empty()) part.scalars.push_back(s.scalars[i]);
+      if (!s.device_steps.empty()) part.device_steps.push_back(s.device_steps[i]);
     }
     run_on_device(op, part);
   }
@@ -194,7 +222,13 @@ void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                                  {{exp_avgs, "exp_avgs", true},
                                   {exp_avg_sqs, "exp_avg_sqs", true},
                                   {max_exp_avg_sqs, "max_exp_avg_sqs", amsgrad}});
-  for (double step : increment_steps(op, steps, params.size())) {
+  if (!steps.empty() && steps.front().defined() && steps.front().device().is_cuda()) {
+    s.device_steps = steps;
+    increment_device_steps(op, s);
+    run(op, s);
+    return;
+  }
+  for (double step : increment_steps(op, steps, params)) {
     const double bias_correction1 = 1 - std::pow(beta1, step);
     const double bias_correction2 = 1 - std::pow(beta2, step);
     s.scalars.push_back({lr / bias_correction1, std::sqrt(bias_correction2)});
@@ -257,7 +291,7 @@ void fused_rmsprop_(const std::vector<Tensor>& params, const std::vector<Tensor>
                                  {{square_avgs, "square_avgs", true},
                                   {momentum_buffers, "momentum_buffers", momentum > 0},
                                   {grad_avgs, "grad_avgs", centered}});
-  increment_steps(op, steps, params.size());
+  increment_steps(op, steps, params);
   run(op, s);
 }
 
@@ -272,7 +306,7 @@ void fused_adagrad_(const std::vector<Tensor>& params, const std::vector<Tensor>
   h.maximize = maximize;
   OptimizerStep s = checked_step(op, OptimizerAlgo::Adagrad, h, params, grads,
                                  {{state_sums, "state_sums", true}});
-  for (double step : increment_steps(op, steps, params.size()))
+  for (double step : increment_steps(op, steps, params))
     s.scalars.push_back({lr / (1 + (step - 1) * lr_decay), 0.0});
   run(op, s);
 }

@@ -34,17 +34,24 @@ constexpr int kOptimizerStates = 3;
 //        the gradient
 //   Adam: {lr / bias_correction1, sqrt(bias_correction2)}
 //   Adagrad: {lr / (1 + (step - 1) lr_decay), 0}
+// Adam with capturable=True leaves scalars empty and gives device_steps instead: 0-d float32
+// step counters on the params' device, already incremented, from which the kernel derives the
+// same two values on the device (so a CUDA graph replay sees each new step).
 struct OptimizerStep {
   OptimizerAlgo algo = OptimizerAlgo::SGD;
   OptimizerHyper hyper;
   std::vector<Tensor> params, grads;
   std::array<std::vector<Tensor>, kOptimizerStates> states;
   std::vector<std::array<double, 2>> scalars;
+  std::vector<Tensor> device_steps;
 };
 
 // The steps below update params and state tensors in place; lists are index-aligned.
 // `steps` are the 0-d CPU float step counters: each is incremented, and its new value gives
-// that parameter's bias correction on the host (no device synchronization). Parameters may
+// that parameter's bias correction on the host (no device synchronization); such a step
+// raises while a CUDA graph captures on the params' device, as the graph would keep the
+// captured bias corrections. fused_adam_ also takes steps on the params' (CUDA) device,
+// PyTorch's capturable=True: they are incremented and read on the device. Parameters may
 // live on several devices and have several dtypes; a param, its grad and its state share
 // device, dtype and shape.
 

@@ -9,6 +9,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/graph_capture.h"
 #include "core/promotion.h"
 #include "core/shape.h"
 #include "ops/backend.h"
@@ -43,9 +44,46 @@ uint64_t Generator::initial_seed() const {
 
 PhiloxState Generator::reserve(uint64_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_base_) {
+    PhiloxState s{seed_, capture_offset_, capture_base_};
+    capture_offset_ += n;
+    return s;
+  }
+  // A generator the capturing graph does not know would hand the graph fixed counters: every
+  // replay would draw the same numbers.
+  KILN_CHECK(!device_.is_cuda() || !graph_capture_underway(device_.index < 0 ? 0 : device_.index),
+             Runtime, "[Generator] a random op drew from a generator on ", device_,
+             " that the capturing CUDA graph does not know; register it first with "
+             "CUDAGraph.register_generator_state(generator)");
   PhiloxState s{seed_, offset_};
   offset_ += n;
   return s;
+}
+
+void Generator::begin_capture(const uint64_t* base, uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  KILN_CHECK(!capture_base_, Runtime, "[CUDAGraph.capture_begin] the generator on ", device_,
+             " is already registered with a graph that is capturing");
+  capture_base_ = base;
+  capture_offset_ = offset;
+}
+
+uint64_t Generator::end_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture_base_ = nullptr;
+  return capture_offset_;
+}
+
+PhiloxState Generator::replay_state(uint64_t increment) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PhiloxState s{seed_, offset_};
+  offset_ += increment;
+  return s;
+}
+
+bool Generator::capturing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return capture_base_ != nullptr;
 }
 
 std::vector<uint8_t> Generator::get_state() const {

@@ -34,11 +34,24 @@ class Generator {
   std::vector<uint8_t> get_state() const;
   void set_state(const std::vector<uint8_t>& state);
 
+  // CUDA graph capture (Note [CUDA graphs] in cuda/graph.cpp). Between begin_capture and
+  // end_capture, reserve() hands out counters relative to `base` (device memory {seed, offset}
+  // that the graph writes before each replay), from `offset` on, and leaves the host offset
+  // alone; end_capture
+  // returns how many counters one replay uses. replay_state returns the {seed, offset} a replay
+  // starts from and advances the host offset past it, as eager code would.
+  void begin_capture(const uint64_t* base, uint64_t offset = 0);
+  uint64_t end_capture();
+  PhiloxState replay_state(uint64_t increment);
+  bool capturing() const;
+
  private:
   mutable std::mutex mutex_;
   Device device_;
   uint64_t seed_;
   uint64_t offset_ = 0;
+  const uint64_t* capture_base_ = nullptr;
+  uint64_t capture_offset_ = 0;
 };
 
 using GeneratorPtr = std::shared_ptr<Generator>;

@@ -129,6 +129,7 @@ void init_cuda(py::module_& m) {
 #ifdef KILN_WITH_CUDA
   init_cuda_runtime(m);
 #endif
+  init_cuda_graphs(m);
 }
 
 }  // namespace kiln::python

@@ -24,6 +24,13 @@ from kiln.cuda import amp  # noqa: F401  (torch.cuda.amp spelling)
 from kiln.cuda import nvtx  # noqa: F401
 from kiln.cuda import nccl  # noqa: F401
 from kiln.cuda._arch import get_arch_list, get_gencode_flags  # noqa: F401
+from kiln.cuda.graphs import (  # noqa: F401
+    CUDAGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from kiln.cuda.random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,

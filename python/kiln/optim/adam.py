@@ -8,7 +8,11 @@ __all__ = ["Adam"]
 
 
 class Adam(Optimizer):
-    """PyTorch's Adam (single-tensor algorithm; bias corrections from per-parameter steps)."""
+    """PyTorch's Adam (single-tensor algorithm; bias corrections from per-parameter steps).
+
+    With ``capturable=True`` the step counts live on the parameters' device and the bias
+    corrections are computed there, so ``step()`` can be captured in a CUDA graph.
+    """
 
     _group_key_defaults = {
         "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
@@ -30,6 +34,15 @@ class Adam(Optimizer):
         """One update of every parameter with a gradient; returns closure()'s loss."""
         return self._fused_step(closure, _C._fused_adam_, self._step_args)
 
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:  # loaded counters come to the host; capturable keeps
+            if group["capturable"]:      # them on the parameter's device
+                for p in group["params"]:
+                    st = self.state.get(p)
+                    if st and "step" in st:
+                        st["step"] = st["step"].to(device=p.device)
+
     @staticmethod
     def _step_args(group):
         amsgrad = group["amsgrad"]
@@ -41,7 +54,10 @@ class Adam(Optimizer):
     @staticmethod
     def _init_state(p, st, group):
         if not st:
-            st["step"] = _new_step()
+            # capturable: the count lives on the parameter's device, so a CUDA graph of the
+            # step reads and advances it on every replay (Note [CUDA graphs]).
+            st["step"] = (kiln.zeros((), dtype=kiln.float32, device=p.device)
+                          if group["capturable"] else _new_step())
             st["exp_avg"] = kiln.zeros_like(p)
             st["exp_avg_sq"] = kiln.zeros_like(p)
         if group["amsgrad"] and "max_exp_avg_sq" not in st:
