@@ -462,6 +462,11 @@ std::shared_ptr<Entry> graph_for(const Problem& p) {
 std::pair<Tensor, Tensor> rng_tensors(const PhiloxState& rng, int device) {
   const Device d(DeviceType::CUDA, device);
   Tensor seed = empty({1}, DType::Int64, d), offset = empty({1}, DType::Int64, d);
+  if (rng.base) {  // inside a CUDA graph: the values are on the device (Note [CUDA graphs])
+    launch_resolve_philox(rng, static_cast<uint64_t*>(seed.data_ptr()),
+                          static_cast<uint64_t*>(offset.data_ptr()), stream_of(device));
+    return {seed, offset};
+  }
   int64_t seed_bits, offset_bits;
   std::memcpy(&seed_bits, &rng.seed, sizeof(seed_bits));
   std::memcpy(&offset_bits, &rng.offset, sizeof(offset_bits));

@@ -66,9 +66,12 @@ uint64_t next_id() {
 
 cudaStreamCaptureMode to_cuda(CaptureMode mode) {
   switch (mode) {
-    case CaptureMode::Global: return cudaStreamCaptureModeGlobal;
-    case CaptureMode::ThreadLocal: return cudaStreamCaptureModeThreadLocal;
-    case CaptureMode::Relaxed: return cudaStreamCaptureModeRelaxed;
+    case CaptureMode::Global:
+      return cudaStreamCaptureModeGlobal;
+    case CaptureMode::ThreadLocal:
+      return cudaStreamCaptureModeThreadLocal;
+    case CaptureMode::Relaxed:
+      return cudaStreamCaptureModeRelaxed;
   }
   return cudaStreamCaptureModeGlobal;
 }
@@ -80,8 +83,7 @@ CaptureMode parse_capture_mode(const std::string& mode, const char* op) {
   if (mode == "thread_local") return CaptureMode::ThreadLocal;
   if (mode == "relaxed") return CaptureMode::Relaxed;
   fail(ErrorKind::Runtime, "[", op,
-       "] Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got ",
-       mode);
+       "] Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got ", mode);
 }
 
 MempoolId graph_pool_handle() { return {0, next_id()}; }
@@ -90,7 +92,8 @@ bool is_current_stream_capturing() {
   const int dev = current_device();
   DeviceGuard guard(dev);
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  KILN_CUDA_CHECK(cudaStreamIsCapturing(stream_of(dev), &status), "cuda.is_current_stream_capturing");
+  KILN_CUDA_CHECK(cudaStreamIsCapturing(stream_of(dev), &status),
+                  "cuda.is_current_stream_capturing");
   return status == cudaStreamCaptureStatusActive;
 }
 
@@ -143,7 +146,8 @@ void CUDAGraph::capture_begin(MempoolId pool, CaptureMode mode) {
   size_t begun = 0;
   try {
     for (; begun < random_.size(); ++begun)
-      random_[begun].gen->begin_capture(static_cast<const uint64_t*>(random_[begun].base.data_ptr()));
+      random_[begun].gen->begin_capture(
+          static_cast<const uint64_t*>(random_[begun].base.data_ptr()));
     KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, to_cuda(mode)), op);
   } catch (...) {
     for (size_t i = 0; i < begun; ++i) random_[i].gen->end_capture();

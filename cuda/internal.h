@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/scalar.h"
 #include "cuda/runtime.h"
+#include "ops/philox.h"
 
 namespace kiln::cuda {
 
@@ -82,6 +83,10 @@ std::pair<void*, size_t> stream_workspace(int device, const char* op);
 // Writes {seed, offset} to `base` (device memory) on `stream`: the Philox state a replayed CUDA
 // graph's random kernels start from (Note [CUDA graphs] in cuda/graph.cpp).
 void launch_set_philox_base(uint64_t* base, uint64_t seed, uint64_t offset, cudaStream_t stream);
+// Writes the absolute seed and offset of `s` (relative inside a capture) to device memory, for
+// libraries that read them from there (cuDNN's dropout).
+void launch_resolve_philox(const PhiloxState& s, uint64_t* seed, uint64_t* offset,
+                           cudaStream_t stream);
 
 // The pinned block holding `ptr` is in use by work on `stream`: it is not reused until then.
 void pinned_record_stream(const void* ptr, cudaStream_t stream);

@@ -6,11 +6,14 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/graph_capture.h"
 #include "ops/backend.h"
+#include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace kiln {
 
@@ -72,6 +75,14 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
     KILN_CHECK(len < 9223372036854775808.0, Runtime,
                "[arange] invalid size, possible overflow: start=", s, ", end=", e, ", step=", st);
     n = static_cast<int64_t>(len);
+  }
+  if (device.is_cuda() && graph_capture_underway(std::max<int>(device.index, 0))) {
+    // A capture cannot hold the copy of host-built values (Note [CUDA graphs] in
+    // cuda/graph.cpp), so the same values are computed on the device: i = 0..n-1 as a scan of
+    // ones, then start + i * step in int64, or in double as the host loop below does.
+    const Tensor i = sub(cumsum(ones({n}, DType::Int64, device), 0), Scalar(int64_t{1}));
+    if (all_int) return to_dtype(add(mul(i, step), start), dt);
+    return to_dtype(add(mul(to_dtype(i, DType::Float64), Scalar(st)), Scalar(s)), dt);
   }
   Tensor cpu = empty({n}, dt, Device(), "arange");
   dispatch_numeric(dt, "arange", [&](auto tag) {

@@ -29,10 +29,11 @@ void init_cuda_graphs(py::module_& m) {
           },
           py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
       .def("capture_end", &CUDAGraph::capture_end)
-      .def("replay", [](CUDAGraph& g) {
-        py::gil_scoped_release nogil;
-        g.replay();
-      })
+      .def("replay",
+           [](CUDAGraph& g) {
+             py::gil_scoped_release nogil;
+             g.replay();
+           })
       .def("reset", &CUDAGraph::reset)
       .def("pool", &CUDAGraph::pool)
       .def("register_generator_state", &CUDAGraph::register_generator_state, py::arg("generator"))

@@ -277,6 +277,21 @@ def test_cpu_tensor_work_during_capture_is_fine():
 
 
 @requires_gpu
+def test_arange_inside_a_capture_computes_its_values_on_the_device():
+    g = kiln.cuda.CUDAGraph()
+    with kiln.cuda.graph(g):
+        ints = kiln.arange(3, 40, 4, device="cuda")
+        floats = kiln.arange(-1.0, 1.0, 0.1, device="cuda")
+        halves = kiln.arange(0, 7, 1, dtype=kiln.float16, device="cuda")
+    g.replay()
+    for captured, eager in ((ints, kiln.arange(3, 40, 4, device="cuda")),
+                            (floats, kiln.arange(-1.0, 1.0, 0.1, device="cuda")),
+                            (halves, kiln.arange(0, 7, 1, dtype=kiln.float16, device="cuda"))):
+        assert captured.dtype == eager.dtype
+        assert same(captured, eager)
+
+
+@requires_gpu
 def test_capture_misuse_raises_clear_errors():
     g = kiln.cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match=r"\[CUDAGraph.replay\].*without a successful capture"):
