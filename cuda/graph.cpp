@@ -141,6 +141,10 @@ void CUDAGraph::capture_begin(MempoolId pool, CaptureMode mode) {
     RandomState r;
     r.gen = g;
     r.base = empty({2}, DType::Int64, Device(DeviceType::CUDA, dev));
+    // Never garbage, even for work that draws from the generator before the first replay.
+    const PhiloxState now = g->replay_state(0);
+    launch_set_philox_base(static_cast<uint64_t*>(r.base.data_ptr()), now.seed, now.offset,
+                           stream);
     random_.push_back(std::move(r));
   }
   size_t begun = 0;
