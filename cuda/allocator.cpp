@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "cuda/capture.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/internal.h"

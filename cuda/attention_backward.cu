@@ -210,7 +210,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
           float pz = p;
           if (in.dropout && p != 0.0f) {
             const uint64_t L = (drop_head + i) * in.Tk + j;
-            const auto w = philox4x32(drop_seed(in), drop_offset(in) + L / 2);
+            const PhiloxState s = philox_resolve({in.seed, in.offset});  // CUDA graphs
+            const auto w = philox4x32(s.seed, s.offset + L / 2);
             const bool keep = (L & 1) == 0 ? philox_keeps(w[0], w[1], in.drop_threshold)
                                            : philox_keeps(w[2], w[3], in.drop_threshold);
             const float z = keep ? in.drop_scale : 0.0f;

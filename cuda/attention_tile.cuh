@@ -17,6 +17,7 @@
 #include "cuda/check.h"
 #include "ops/attention.h"
 #include "ops/philox.h"
+#include "ops/philox_capture.h"
 
 namespace kiln::cuda::flash {
 
@@ -94,18 +95,8 @@ struct AttnInputs {
   // (the same test as philox_unit(...) >= dropout_p, in integers).
   bool dropout = false;
   uint64_t seed = 0, offset = 0, drop_threshold = 0;
-  // Inside a CUDA graph, {seed, offset} live here and `offset` counts from it (PhiloxState::base).
-  const uint64_t* rng_base = nullptr;
   float drop_scale = 1.0f;  // 1 / (1 - p); 0 when p == 1 (every weight dropped)
 };
-
-// The Philox key and first counter of the dropout (philox_resolve for AttnInputs).
-__device__ __forceinline__ uint64_t drop_seed(const AttnInputs& a) {
-  return a.rng_base ? a.rng_base[0] : a.seed;
-}
-__device__ __forceinline__ uint64_t drop_offset(const AttnInputs& a) {
-  return a.rng_base ? a.rng_base[1] + a.offset : a.offset;
-}
 
 // --- scalar conversions -------------------------------------------------------
 
@@ -439,14 +430,14 @@ __device__ __forceinline__ bool philox_keeps(uint32_t hi, uint32_t lo, uint64_t 
 // [B, Hq, Tq, Tk] (Note [Fused attention]: counter offset + L / 2, word pair L % 2).
 __device__ __forceinline__ void dropout_pair(const AttnInputs& a, uint64_t L, bool& keep0,
                                              bool& keep1) {
-  const uint64_t seed = drop_seed(a), offset = drop_offset(a);
-  const auto w = philox4x32(seed, offset + L / 2);
+  const PhiloxState s = philox_resolve({a.seed, a.offset});  // relative in a CUDA graph
+  const auto w = philox4x32(s.seed, s.offset + L / 2);
   if ((L & 1) == 0) {
     keep0 = philox_keeps(w[0], w[1], a.drop_threshold);
     keep1 = philox_keeps(w[2], w[3], a.drop_threshold);
   } else {
     keep0 = philox_keeps(w[2], w[3], a.drop_threshold);
-    const auto w1 = philox4x32(seed, offset + L / 2 + 1);
+    const auto w1 = philox4x32(s.seed, s.offset + L / 2 + 1);
     keep1 = philox_keeps(w1[0], w1[1], a.drop_threshold);
   }
 }
@@ -527,7 +518,6 @@ inline AttnInputs make_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
     a.dropout = true;
     a.seed = p.rng.seed;
     a.offset = p.rng.offset;
-    a.rng_base = p.rng.base;
     // philox_unit(w) = bits * 2^-53 >= p  <=>  bits >= ceil(p * 2^53) (all exact in double).
     a.drop_threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p.dropout_p, 53)));
     a.drop_scale = p.dropout_p < 1.0 ? static_cast<float>(1.0 / (1.0 - p.dropout_p)) : 0.0f;

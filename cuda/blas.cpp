@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/flags.h"
+#include "cuda/capture.h"
 #include "cuda/kernels.h"
 #include "cuda/internal.h"
 

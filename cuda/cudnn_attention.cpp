@@ -76,9 +76,11 @@
 #include "core/determinism.h"
 #include "core/error.h"
 #include "cuda/cudnn_api.h"
+#include "cuda/capture.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 #include "ops/creation.h"
+#include "ops/philox_capture.h"
 #pragma GCC visibility pop
 
 #include <cudnn_frontend.h>
@@ -462,7 +464,7 @@ std::shared_ptr<Entry> graph_for(const Problem& p) {
 std::pair<Tensor, Tensor> rng_tensors(const PhiloxState& rng, int device) {
   const Device d(DeviceType::CUDA, device);
   Tensor seed = empty({1}, DType::Int64, d), offset = empty({1}, DType::Int64, d);
-  if (rng.base) {  // inside a CUDA graph: the values are on the device (Note [CUDA graphs])
+  if (is_relative(rng)) {  // inside a CUDA graph the values are on the device
     launch_resolve_philox(rng, static_cast<uint64_t*>(seed.data_ptr()),
                           static_cast<uint64_t*>(offset.data_ptr()), stream_of(device));
     return {seed, offset};

@@ -24,10 +24,10 @@
 //
 // Random numbers. A captured kernel's Philox (seed, offset) would be frozen into the graph and
 // every replay would draw the same numbers. Instead, while capturing, a Generator hands out
-// relative counters and a pointer to a 16-byte device buffer {seed, offset} that belongs to the
-// graph (PhiloxState::base, ops/philox.h); kernels add the buffer's offset to their counter
-// (philox_resolve). Before each replay the graph writes the generator's current state into the
-// buffer (a one-thread kernel whose arguments carry the values) and advances the generator by
+// relative states: a counter relative to a 16-byte device buffer {seed, offset} that belongs to
+// the graph, and the buffer's address (ops/philox_capture.h); kernels read the buffer before
+// drawing (philox_resolve). Before each replay the graph writes the generator's current state into
+// the buffer (a one-thread kernel whose arguments carry the values) and advances the generator by
 // what the capture used. A replay therefore draws the counters the same ops would draw in eager
 // mode at that generator state: fresh numbers each replay, equal to eager under the same seed.
 // The device's default generator is registered with every capture; another generator must be
@@ -49,6 +49,7 @@
 #include <atomic>
 
 #include "core/graph_capture.h"
+#include "cuda/capture.h"
 #include "cuda/check.h"
 #include "cuda/internal.h"
 #include "ops/creation.h"
@@ -143,8 +144,7 @@ void CUDAGraph::capture_begin(MempoolId pool, CaptureMode mode) {
     r.base = empty({2}, DType::Int64, Device(DeviceType::CUDA, dev));
     // Never garbage, even for work that draws from the generator before the first replay.
     const PhiloxState now = g->replay_state(0);
-    launch_set_philox_base(static_cast<uint64_t*>(r.base.data_ptr()), now.seed, now.offset,
-                           stream);
+    launch_set_philox_base(static_cast<uint64_t*>(r.base.data_ptr()), now.seed, now.offset, stream);
     random_.push_back(std::move(r));
   }
   size_t begun = 0;

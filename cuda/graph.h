@@ -4,8 +4,10 @@
 // Only declared in builds with the CUDA backend (KILN_WITH_CUDA).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -16,6 +18,10 @@ class Generator;
 }
 
 namespace kiln::cuda {
+
+// A memory pool of CUDA graphs (PyTorch's MempoolId_t): {graph id, 0} for the pool a graph
+// makes, {0, n} for kiln.cuda.graph_pool_handle().
+using MempoolId = std::pair<uint64_t, uint64_t>;
 
 // cudaStreamCaptureMode: which threads may not make calls that are unsafe during a capture
 // (all of them, this one, none).

@@ -1,7 +1,7 @@
 // The small kernels of CUDA graph replay (Note [CUDA graphs] in cuda/graph.cpp).
+#include "cuda/capture.h"
 #include "cuda/check.h"
-#include "cuda/internal.h"
-#include "ops/philox.h"
+#include "ops/philox_capture.h"
 
 namespace kiln::cuda {
 

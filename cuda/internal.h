@@ -5,12 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 #include "core/dtype.h"
 #include "core/scalar.h"
 #include "cuda/runtime.h"
-#include "ops/philox.h"
 
 namespace kiln::cuda {
 
@@ -66,27 +64,6 @@ void wait_for_stream(cudaStream_t stream, int device, const char* op, const char
 // note comes first, so a raise in "error" mode leaves no copy in flight into `dst`.
 void copy_to_host_and_wait(void* dst, const void* src, size_t nbytes, cudaStream_t stream,
                            int device, const char* op, const char* what);
-
-// CUDA graph pools in the caching allocator (Note [CUDA graphs] in cuda/graph.cpp). Between
-// these two calls, allocations on `device` by work in capture `capture_id` come from pool `id`
-// (made on first use), which gains a user.
-void begin_allocate_to_pool(int device, MempoolId id, unsigned long long capture_id);
-void end_allocate_to_pool(int device, unsigned long long capture_id);
-// Drops a user of pool `id`; once it has none, its free segments go back to the driver at the
-// next empty_cache (or out-of-memory retry).
-void release_pool(int device, MempoolId id);
-// A scratch buffer for libraries (cuBLAS, cuBLASLt) on `device`'s current stream, made from
-// the caching allocator on first use and kept, so work captured into a CUDA graph never makes
-// one: a capture without one raises RuntimeError naming `op`. Returns {pointer, bytes}.
-std::pair<void*, size_t> stream_workspace(int device, const char* op);
-
-// Writes {seed, offset} to `base` (device memory) on `stream`: the Philox state a replayed CUDA
-// graph's random kernels start from (Note [CUDA graphs] in cuda/graph.cpp).
-void launch_set_philox_base(uint64_t* base, uint64_t seed, uint64_t offset, cudaStream_t stream);
-// Writes the absolute seed and offset of `s` (relative inside a capture) to device memory, for
-// libraries that read them from there (cuDNN's dropout).
-void launch_resolve_philox(const PhiloxState& s, uint64_t* seed, uint64_t* offset,
-                           cudaStream_t stream);
 
 // The pinned block holding `ptr` is in use by work on `stream`: it is not reused until then.
 void pinned_record_stream(const void* ptr, cudaStream_t stream);

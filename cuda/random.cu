@@ -9,6 +9,7 @@
 #include "cuda/kernels.h"
 #include "ops/dispatch.h"
 #include "ops/philox.h"
+#include "ops/philox_capture.h"
 
 namespace kiln::cuda {
 

@@ -104,9 +104,6 @@ void reset_peak_memory_stats(int device);
 void empty_cache();
 // The memory of `t` is also used by work on `s`: it is reused only after that work ends.
 void record_stream(const Tensor& t, StreamHandle s);
-// A memory pool of CUDA graphs (PyTorch's MempoolId_t): {graph id, 0} for the pool a graph
-// makes, {0, n} for kiln.cuda.graph_pool_handle() (Note [CUDA graphs] in cuda/graph.cpp).
-using MempoolId = std::pair<uint64_t, uint64_t>;
 
 // --- pinned host memory --------------------------------------------------------
 // A CPU copy of `t` in page-locked memory from the caching host allocator.

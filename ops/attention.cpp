@@ -19,6 +19,7 @@
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/nn_functional.h"
+#include "ops/philox_capture.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -154,8 +155,8 @@ Tensor repeat_heads(const Tensor& t, int64_t groups) {
 // (the fused kernels draw the same ones: Note [Fused attention]).
 Tensor dropout_factors(const Tensor& like, const AttentionParams& p) {
   Generator gen(like.device());
-  if (p.rng.base) {
-    gen.begin_capture(p.rng.base, p.rng.offset);  // relative counters (Note [CUDA graphs])
+  if (is_relative(p.rng)) {  // inside a CUDA graph capture (ops/philox_capture.h)
+    gen.begin_capture(relative_base(p.rng), relative_offset(p.rng));
   } else {
     std::vector<uint8_t> state(16);
     for (int i = 0; i < 8; ++i) {

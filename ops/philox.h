@@ -7,11 +7,6 @@
 // using counter offset + i / 4) and computes it from (seed, counter) alone.
 // Kernels can therefore fill elements in any order, on any number of threads
 // or GPU blocks, and the values depend only on the seed and the op sequence.
-//
-// Inside a CUDA graph capture the state is relative (Note [CUDA graphs] in cuda/graph.cpp):
-// `base` points at a device buffer {seed, offset} that the graph rewrites before each replay,
-// and `offset` counts from there. Device code calls philox_resolve before drawing, so a replay
-// draws fresh counters and the same ones eager code would at that generator state.
 #pragma once
 
 #include <array>
@@ -28,19 +23,7 @@ namespace kiln {
 struct PhiloxState {
   uint64_t seed = 0;
   uint64_t offset = 0;
-  const uint64_t* base = nullptr;  // device memory {seed, offset}; only while capturing
 };
-
-// The absolute (seed, offset) of `s`. Reads device memory when `s` is relative, so only device
-// code and host code with host states call it.
-KILN_HOST_DEVICE inline PhiloxState philox_resolve(PhiloxState s) {
-  if (s.base) {
-    s.seed = s.base[0];
-    s.offset += s.base[1];
-    s.base = nullptr;
-  }
-  return s;
-}
 
 // Four 32-bit words for counter `counter` under key `seed`.
 KILN_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t counter) {

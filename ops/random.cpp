@@ -17,6 +17,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/philox_capture.h"
 
 namespace kiln {
 
@@ -45,7 +46,7 @@ uint64_t Generator::initial_seed() const {
 PhiloxState Generator::reserve(uint64_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capture_base_) {
-    PhiloxState s{seed_, capture_offset_, capture_base_};
+    PhiloxState s = relative_philox(capture_base_, capture_offset_);
     capture_offset_ += n;
     return s;
   }
