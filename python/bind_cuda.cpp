@@ -1,8 +1,9 @@
-// kiln._C._cuda_*: the CUDA runtime for kiln.cuda (devices, streams, events, memory).
+// kiln._C._cuda_*: the CUDA runtime for kiln.cuda (devices, streams, events, memory, graphs).
 // Without the CUDA backend only the queries exist; kiln.cuda raises for the rest.
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,9 @@
 #include "ops/backend.h"
 #include "python/bindings.h"
 #ifdef KILN_WITH_CUDA
+#include "cuda/graph.h"
 #include "cuda/runtime.h"
+#include "ops/random.h"
 #endif
 
 namespace py = pybind11;
@@ -107,6 +110,34 @@ void init_cuda_runtime(py::module_& m) {
       .def("elapsed_time", &cuda::Event::elapsed_time, py::arg("end_event"))
       .def_property_readonly("_device", &cuda::Event::device);
 }
+
+// kiln.cuda.graphs (cuda/graph.h). Pool ids cross into Python as PyTorch's (int, int) tuples.
+void init_cuda_graphs(py::module_& m) {
+  using cuda::CUDAGraph;
+  py::class_<CUDAGraph>(m, "_CUDAGraph")
+      .def(py::init<>())
+      .def(
+          "capture_begin",
+          [](CUDAGraph& g, std::optional<cuda::MempoolId> pool, const std::string& mode) {
+            g.capture_begin(pool.value_or(cuda::MempoolId{0, 0}),
+                            cuda::parse_capture_mode(mode, "CUDAGraph.capture_begin"));
+          },
+          py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
+      .def("capture_end", &CUDAGraph::capture_end)
+      .def("replay",
+           [](CUDAGraph& g) {
+             py::gil_scoped_release nogil;
+             g.replay();
+           })
+      .def("reset", &CUDAGraph::reset)
+      .def("pool", &CUDAGraph::pool)
+      .def("register_generator_state", &CUDAGraph::register_generator_state,
+           py::arg("generator"))
+      .def("enable_debug_mode", &CUDAGraph::enable_debug_mode)
+      .def("debug_dump", &CUDAGraph::debug_dump, py::arg("debug_path"));
+  m.def("_cuda_graph_pool_handle", &cuda::graph_pool_handle);
+  m.def("_cuda_is_current_stream_capturing", &cuda::is_current_stream_capturing);
+}
 #endif
 
 }  // namespace
@@ -128,8 +159,8 @@ void init_cuda(py::module_& m) {
   m.def("_cuda_is_built", &cuda::is_built);
 #ifdef KILN_WITH_CUDA
   init_cuda_runtime(m);
-#endif
   init_cuda_graphs(m);
+#endif
 }
 
 }  // namespace kiln::python

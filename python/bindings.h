@@ -30,8 +30,6 @@ void init_nn(pybind11::module_& m, TensorClass& cls);
 void init_random(pybind11::module_& m, TensorClass& cls);
 void init_autograd(pybind11::module_& m, TensorClass& cls);
 void init_cuda(pybind11::module_& m);
-// kiln._C._CUDAGraph (bind_cuda_graphs.cpp); called by init_cuda.
-void init_cuda_graphs(pybind11::module_& m);
 void init_flags(pybind11::module_& m);
 void init_optim(pybind11::module_& m);
 void init_amp(pybind11::module_& m);
