@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/graph_capture.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/internal.h"
@@ -81,6 +82,9 @@ class PinnedAllocator {
   }
 
   void process_events() {
+    // An event query during a CUDA graph capture would invalidate it (Note [CUDA graphs]);
+    // blocks waiting on events are then reused a little later.
+    if (host_sync_forbidden_by_capture()) return;
     for (size_t i = 0; i < pending_.size();) {
       HostBlock* b = pending_[i];
       while (!b->events.empty()) {
