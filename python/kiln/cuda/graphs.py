@@ -283,7 +283,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         grad_outs = tuple(kiln.empty_like(o) if o.requires_grad else None for o in outputs)
         with graph(bwd_graphs[i], pool=mempool):
             grads = grads_of(outputs, surface, tuple(g for g in grad_outs if g is not None))
-        it = iter(grads)
+        it = iter(grads or [None] * sum(s.requires_grad for s in surface))
         static_grad_inputs[i] = tuple(next(it) if s.requires_grad else None for s in surface)
         static_grad_outputs[i] = grad_outs
 
