@@ -145,7 +145,8 @@ def set_sync_debug_mode(debug_mode):
     ``Stream.synchronize()``, and copies from pageable host memory over 16 MiB. As in
     PyTorch, ``kiln.cuda.synchronize()`` and ``Event.synchronize()`` are not. Index bounds
     checks on the GPU never synchronize: a bad index raises IndexError at the next
-    synchronization instead.
+    synchronization instead. While a CUDA graph captures, every one of these (and
+    ``kiln.cuda.synchronize()``) raises RuntimeError whatever the mode.
     """
     global _sync_debug_mode
     if isinstance(debug_mode, str):
