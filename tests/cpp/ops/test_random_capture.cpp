@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/error.h"
 #include "core/graph_capture.h"
 #include "ops/philox_capture.h"
 #include "ops/random.h"
