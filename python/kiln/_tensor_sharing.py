@@ -1,0 +1,197 @@
+"""Tensor.share_memory_() / is_shared(): CPU tensors in memory other processes can map.
+
+Note [Shared-memory tensors]
+share_memory_() copies the elements the tensor can reach into a new block of shared
+memory and makes the tensor a view of it (the `.data` swap optimizers use), so the
+tensor object, its Parameter type and its autograd state stay. The block is a
+memfd (strategy 'file_descriptor', PyTorch's default on Linux) or a named POSIX
+shared-memory object under /dev/shm ('file_system'); NumPy wraps the mapping and
+kiln.from_numpy shares it, so the block lives exactly as long as some tensor uses
+it, and a finalizer on the NumPy array then closes the descriptor or unlinks the
+name. PyTorch moves the storage itself, so every view of it follows; kiln moves
+only the tensor it is called on (a view taken earlier keeps the old memory), which
+is the same for the usual case, parameters and freshly made batches.
+kiln.multiprocessing registers reduce_tensor with multiprocessing's pickler, so a
+CPU tensor put on one of its queues is moved to shared memory and the receiver maps
+the same block: writes on either side are seen by the other. CUDA tensors travel
+as copies of their bytes (kiln has no CUDA IPC yet).
+"""
+
+import mmap
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from kiln import _C, _tensor_bytes
+
+_STRATEGIES = ("file_descriptor", "file_system")
+_strategy = "file_descriptor"
+_blocks = {}  # address of a block's first byte -> _Block, for the blocks this process maps
+_lock = threading.Lock()
+
+
+def get_sharing_strategy():
+    return _strategy
+
+
+def set_sharing_strategy(new_strategy):
+    global _strategy
+    if new_strategy not in _STRATEGIES:
+        raise ValueError(f"[multiprocessing.set_sharing_strategy] unknown strategy "
+                         f"{new_strategy!r}; expected one of {list(_STRATEGIES)}")
+    _strategy = new_strategy
+
+
+def get_all_sharing_strategies():
+    return set(_STRATEGIES)
+
+
+class _Block:
+    """One mapping of a shared-memory block: its NumPy view and how to name it to others."""
+
+    def __init__(self, nbytes, strategy, fd=None, name=None, create=True):
+        self.nbytes, self.strategy, self.fd, self.name = nbytes, strategy, fd, name
+        size = max(nbytes, 1)  # mmap cannot map 0 bytes
+        if strategy == "file_descriptor":
+            if create:
+                self.fd = os.memfd_create("kiln-shared-tensor", os.MFD_CLOEXEC)
+                os.ftruncate(self.fd, size)
+            self._map = mmap.mmap(self.fd, size)
+            cleanup = (os.close, self.fd)
+        else:
+            from multiprocessing import resource_tracker, shared_memory
+
+            self._shm = shared_memory.SharedMemory(name=name, create=create, size=size)
+            self.name = self._shm.name
+            if not create:  # the creator's tracker owns the name (Python < 3.13 registers both)
+                resource_tracker.unregister(self._shm._name, "shared_memory")
+            self._map = self._shm.buf
+            cleanup = (_unlink if create else _close, self._shm)
+        self.array = np.frombuffer(self._map, dtype=np.uint8, count=size)
+        self.address = self.array.ctypes.data
+        with _lock:
+            _blocks[self.address] = self
+        weakref.finalize(self.array, _forget, self.address, *cleanup)
+
+
+def _forget(address, close, handle):
+    with _lock:
+        _blocks.pop(address, None)
+    try:
+        close(handle)
+    except (OSError, BufferError):  # already gone, or still exported: the OS reclaims it at exit
+        pass
+
+
+def _unlink(shm):
+    shm.unlink()
+
+
+def _close(shm):
+    shm.close()
+
+
+def _block_of(t):
+    """The block holding t's elements, or None."""
+    ptr = t.data_ptr()
+    with _lock:
+        for address, block in _blocks.items():
+            if address <= ptr < address + max(block.nbytes, 1):
+                return block
+    return None
+
+
+def _extent(t):
+    """How many elements of its storage, from the start, the tensor reaches."""
+    if t.numel() == 0:
+        return t.storage_offset()
+    return t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1
+
+
+def _flat_view(block, dtype, offset_bytes, numel):
+    """A 1-d kiln tensor of `numel` elements of `dtype` over the block's memory (no copy)."""
+    name = _tensor_bytes.dtype_name(dtype)
+    width = _tensor_bytes.itemsize(name)
+    raw = block.array[offset_bytes:offset_bytes + numel * width]
+    if name == "bfloat16":
+        try:
+            return _C.from_numpy(raw.view(np.int16)).view(_C.bfloat16)
+        except NotImplementedError:
+            raise NotImplementedError("[Tensor.share_memory_] bfloat16 tensors cannot be put in "
+                                      "shared memory yet (it needs Tensor.view(dtype))") from None
+    return _C.from_numpy(raw.view(_tensor_bytes.DTYPES[name][1]))
+
+
+def share_memory_(self):
+    """Moves the tensor's elements to shared memory (a no-op for CUDA tensors and for
+    tensors already there); see Note [Shared-memory tensors]."""
+    if not self.is_cpu or is_shared(self):
+        return self
+    extent = _extent(self)
+    block = _Block(extent * self.element_size(), _strategy)
+    flat = _flat_view(block, self.dtype, 0, extent)
+    if extent:
+        flat.copy_(self.detach().as_strided((extent,), (1,), 0))
+    self.data = flat.as_strided(tuple(self.shape), self.stride(), self.storage_offset())
+    return self
+
+
+def is_shared(self):
+    """True for a tensor in shared memory, and for CUDA tensors (as in PyTorch)."""
+    return self.is_cuda or _block_of(self) is not None
+
+
+def _rebuild_shared(strategy, handle, nbytes, block_offset, dtype_name, size, stride, offset,
+                    requires_grad, parameter):
+    if strategy == "file_descriptor":
+        block = _Block(nbytes, strategy, fd=handle.detach(), create=False)
+    else:
+        block = _Block(nbytes, strategy, name=handle, create=False)
+    dtype = _tensor_bytes.dtype_from_name(dtype_name)
+    width = _tensor_bytes.itemsize(dtype_name)
+    flat = _flat_view(block, dtype, block_offset, (nbytes - block_offset) // width)
+    t = flat.as_strided(tuple(size), tuple(stride), offset)
+    if parameter:
+        from kiln.nn.parameter import Parameter
+
+        return Parameter(t, requires_grad=requires_grad)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def reduce_tensor(t):
+    """multiprocessing's reducer for kiln tensors (Note [Shared-memory tensors])."""
+    if t.requires_grad and not t.is_leaf:
+        raise RuntimeError("[kiln.multiprocessing] Cowardly refusing to serialize non-leaf tensor "
+                           "which requires_grad, since autograd does not support crossing process "
+                           "boundaries. If you just want to transfer the data, call detach() on "
+                           "the tensor before serializing (e.g., putting it on the queue).")
+    if not t.is_cpu or t.dtype == _C.bfloat16 and not _bfloat16_shareable():
+        return t.__reduce_ex__(2)
+    share_memory_(t)
+    block = _block_of(t)
+    block_offset = t.data_ptr() - block.address - t.storage_offset() * t.element_size()
+    if block.strategy == "file_descriptor":
+        from multiprocessing import reduction
+
+        handle = reduction.DupFd(block.fd)
+    else:
+        handle = block.name
+    return (_rebuild_shared, (block.strategy, handle, block.nbytes, block_offset,
+                              _tensor_bytes.dtype_name(t.dtype), tuple(t.shape), t.stride(),
+                              t.storage_offset(), t.requires_grad, _is_parameter(t)))
+
+
+def _is_parameter(t):
+    from kiln.nn.parameter import Parameter
+
+    return isinstance(t, Parameter)
+
+
+def _bfloat16_shareable():
+    try:
+        _C.zeros(1, dtype=_C.int16).view(_C.bfloat16)
+        return True
+    except NotImplementedError:
+        return False
