@@ -125,6 +125,8 @@ class TorchReader:
                 "kiln.serialization.safe_globals([...]) context manager")
 
     def find_global(self, module, name):
+        if module == "__builtin__":  # legacy files written by Python 2
+            module = "builtins"
         qualified = f"{module}.{name}"
         if qualified in self.safe_globals:
             return self.safe_globals[qualified]
@@ -270,6 +272,18 @@ class TorchReader:
         return t
 
     # ---- formats -------------------------------------------------------------------------------
+
+    def read(self, f, form):
+        """The object in `f`, a 'zip' or 'legacy' file (see sniff). A file that breaks the
+        format's rules raises pickle.UnpicklingError naming the file and the problem."""
+        try:
+            return self.read_zip(f) if form == "zip" else self.read_legacy(f)
+        except pickle.UnpicklingError:
+            raise
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError, EOFError,
+                OverflowError, RecursionError, struct.error, zipfile.BadZipFile) as e:
+            raise _error(self.name, f"malformed PyTorch checkpoint ({type(e).__name__}: "
+                         f"{str(e)[:200]})") from None
 
     def read_zip(self, f):
         try:

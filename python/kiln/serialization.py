@@ -180,13 +180,27 @@ def _sys_modules_numpy():
 
 
 def _name_parts(obj, where):
+    """The (module, qualified name) that finds `obj` again, checked now rather than at load.
+    Extension functions (kiln._C.relu) are found by __name__: their __qualname__ names the
+    capsule they hang from."""
     module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
-        raise TypeError(f"[kiln.save] cannot save {obj!r:.60} at '{where}': only classes and "
-                        "functions defined at the top level of a module (or in a class) can be "
-                        "saved, by name")
-    return {"module": module, "qualname": qualname}
+    for name in (getattr(obj, "__qualname__", None), getattr(obj, "__name__", None)):
+        if isinstance(module, str) and isinstance(name, str) and _lookup(module, name) is obj:
+            return {"module": module, "qualname": name}
+    raise TypeError(f"[kiln.save] cannot save {obj!r:.60} at '{where}': only classes and "
+                    "functions defined at the top level of a module (or in a class) can be "
+                    "saved, by name")
+
+
+def _lookup(module, qualname):
+    """The object `module`.`qualname` names, or None."""
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return found
 
 
 def _header(tensors, structure):
@@ -558,17 +572,14 @@ class _Loader:
             return self.safe[name]
         own = module == "kiln" or module.startswith("kiln.")
         if own or not self.weights_only:
-            try:
-                found = importlib.import_module(module)
-                for part in qualname.split("."):
-                    found = getattr(found, part)
-            except (ImportError, AttributeError) as e:
+            found = _lookup(module, qualname)
+            if found is None:
                 raise pickle.UnpicklingError(
-                    f"[kiln.load] {self.reader.name}: cannot find {name} (at '{where}'): {e}"
-                ) from None
-            # Only the object the name denotes, never one reachable through an import alias.
-            if getattr(found, "__module__", None) == module and getattr(
-                    found, "__qualname__", None) == qualname:
+                    f"[kiln.load] {self.reader.name}: cannot find {name} (at '{where}')")
+            # Only the object the name denotes, never one reachable through an import alias
+            # (kiln.serialization.os.system is os.system, whose module is not kiln's).
+            if getattr(found, "__module__", None) == module and qualname in (
+                    getattr(found, "__qualname__", None), getattr(found, "__name__", None)):
                 return found
         short = qualname.rsplit(".", 1)[-1]
         raise pickle.UnpicklingError(
@@ -617,7 +628,7 @@ def _load_from(f, name, map_location, weights_only, pickle_load_args):
         reader = _torch_format.TorchReader(
             name, lambda t, saved, key: _place(t, saved, map_location, name, key),
             safe_globals_by_name(), pickle_load_args)
-        return reader.read_zip(f) if form == "zip" else reader.read_legacy(f)
+        return reader.read(f, form)
     if form == "tar":
         raise ValueError(f"[kiln.load] {name}: the file looks like a tar archive, PyTorch's "
                          "format before version 0.4; kiln cannot read it. Load it with an old "
