@@ -8,7 +8,11 @@ memfd (strategy 'file_descriptor', PyTorch's default on Linux) or a named POSIX
 shared-memory object under /dev/shm ('file_system'); NumPy wraps the mapping and
 kiln.from_numpy shares it, so the block lives exactly as long as some tensor uses
 it, and a finalizer on the NumPy array then closes the descriptor or unlinks the
-name. PyTorch moves the storage itself, so every view of it follows; kiln moves
+name. A block sent to another process must outlive the sender's tensor until the
+receiver maps it: a sent descriptor is duplicated when pickled (multiprocessing's
+DupFd), and a sent name is left for the resource tracker to unlink when the
+processes exit, so 'file_system' holds sent blocks until then, as PyTorch warns
+that strategy leaks. PyTorch moves the storage itself, so every view of it follows; kiln moves
 only the tensor it is called on (a view taken earlier keeps the old memory), which
 is the same for the usual case, parameters and freshly made batches.
 kiln.multiprocessing registers reduce_tensor with multiprocessing's pickler, so a
@@ -49,48 +53,61 @@ def get_all_sharing_strategies():
 
 
 class _Block:
-    """One mapping of a shared-memory block: its NumPy view and how to name it to others."""
+    """A shared-memory block this process maps: how to name it to other processes. The
+    registry holds these, never the mapping, so the block lives exactly as long as the NumPy
+    array over it (which kiln's tensors keep alive)."""
 
-    def __init__(self, nbytes, strategy, fd=None, name=None, create=True):
+    def __init__(self, nbytes, strategy, fd=None, name=None):
         self.nbytes, self.strategy, self.fd, self.name = nbytes, strategy, fd, name
-        size = max(nbytes, 1)  # mmap cannot map 0 bytes
-        if strategy == "file_descriptor":
-            if create:
-                self.fd = os.memfd_create("kiln-shared-tensor", os.MFD_CLOEXEC)
-                os.ftruncate(self.fd, size)
-            self._map = mmap.mmap(self.fd, size)
-            cleanup = (os.close, self.fd)
-        else:
-            from multiprocessing import resource_tracker, shared_memory
-
-            self._shm = shared_memory.SharedMemory(name=name, create=create, size=size)
-            self.name = self._shm.name
-            if not create:  # the creator's tracker owns the name (Python < 3.13 registers both)
-                resource_tracker.unregister(self._shm._name, "shared_memory")
-            self._map = self._shm.buf
-            cleanup = (_unlink if create else _close, self._shm)
-        self.array = np.frombuffer(self._map, dtype=np.uint8, count=size)
-        self.address = self.array.ctypes.data
-        with _lock:
-            _blocks[self.address] = self
-        weakref.finalize(self.array, _forget, self.address, *cleanup)
+        self.sent = False
+        self.address = None
 
 
-def _forget(address, close, handle):
+def _map_block(nbytes, strategy, fd=None, name=None):
+    """A NumPy uint8 array over a new block (fd and name None) or over the block another
+    process sent, registered in _blocks until the array dies."""
+    size = max(nbytes, 1)  # mmap cannot map 0 bytes
+    block = _Block(nbytes, strategy, fd, name)
+    if strategy == "file_descriptor":
+        if fd is None:
+            block.fd = os.memfd_create("kiln-shared-tensor", os.MFD_CLOEXEC)
+            os.ftruncate(block.fd, size)
+        array = np.frombuffer(mmap.mmap(block.fd, size), dtype=np.uint8, count=size)
+        cleanup = (_close_fd, block.fd)
+    else:
+        from multiprocessing import resource_tracker, shared_memory
+
+        shm = shared_memory.SharedMemory(name=name, create=name is None, size=size)
+        if name is not None:  # the creator's tracker owns the name (Python < 3.13 adds ours)
+            resource_tracker.unregister(shm._name, "shared_memory")
+        block.name = shm.name
+        array = np.frombuffer(shm.buf, dtype=np.uint8, count=size)
+        cleanup = (_release_name, (shm, block, name is None))
+    block.address = array.ctypes.data
+    with _lock:
+        _blocks[block.address] = block
+    weakref.finalize(array, _forget, block.address, *cleanup)
+    return block, array
+
+
+def _forget(address, release, handle):
     with _lock:
         _blocks.pop(address, None)
     try:
-        close(handle)
+        release(handle)
     except (OSError, BufferError):  # already gone, or still exported: the OS reclaims it at exit
         pass
 
 
-def _unlink(shm):
-    shm.unlink()
+def _close_fd(fd):
+    os.close(fd)
 
 
-def _close(shm):
+def _release_name(handle):
+    shm, block, created = handle
     shm.close()
+    if created and not block.sent:  # a receiver may still have to attach: the tracker unlinks
+        shm.unlink()
 
 
 def _block_of(t):
@@ -110,11 +127,11 @@ def _extent(t):
     return t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1
 
 
-def _flat_view(block, dtype, offset_bytes, numel):
-    """A 1-d kiln tensor of `numel` elements of `dtype` over the block's memory (no copy)."""
+def _flat_view(array, dtype, offset_bytes, numel):
+    """A 1-d kiln tensor of `numel` elements of `dtype` over a block's memory (no copy)."""
     name = _tensor_bytes.dtype_name(dtype)
     width = _tensor_bytes.itemsize(name)
-    raw = block.array[offset_bytes:offset_bytes + numel * width]
+    raw = array[offset_bytes:offset_bytes + numel * width]
     if name == "bfloat16":
         try:
             return _C.from_numpy(raw.view(np.int16)).view(_C.bfloat16)
@@ -130,8 +147,8 @@ def share_memory_(self):
     if not self.is_cpu or is_shared(self):
         return self
     extent = _extent(self)
-    block = _Block(extent * self.element_size(), _strategy)
-    flat = _flat_view(block, self.dtype, 0, extent)
+    _, array = _map_block(extent * self.element_size(), _strategy)
+    flat = _flat_view(array, self.dtype, 0, extent)
     if extent:
         flat.copy_(self.detach().as_strided((extent,), (1,), 0))
     self.data = flat.as_strided(tuple(self.shape), self.stride(), self.storage_offset())
@@ -146,12 +163,12 @@ def is_shared(self):
 def _rebuild_shared(strategy, handle, nbytes, block_offset, dtype_name, size, stride, offset,
                     requires_grad, parameter):
     if strategy == "file_descriptor":
-        block = _Block(nbytes, strategy, fd=handle.detach(), create=False)
+        _, array = _map_block(nbytes, strategy, fd=handle.detach())
     else:
-        block = _Block(nbytes, strategy, name=handle, create=False)
+        _, array = _map_block(nbytes, strategy, name=handle)
     dtype = _tensor_bytes.dtype_from_name(dtype_name)
     width = _tensor_bytes.itemsize(dtype_name)
-    flat = _flat_view(block, dtype, block_offset, (nbytes - block_offset) // width)
+    flat = _flat_view(array, dtype, block_offset, (nbytes - block_offset) // width)
     t = flat.as_strided(tuple(size), tuple(stride), offset)
     if parameter:
         from kiln.nn.parameter import Parameter
@@ -175,9 +192,10 @@ def reduce_tensor(t):
     if block.strategy == "file_descriptor":
         from multiprocessing import reduction
 
-        handle = reduction.DupFd(block.fd)
+        handle = reduction.DupFd(block.fd)  # a duplicate: the block outlives this tensor
     else:
         handle = block.name
+        block.sent = True
     return (_rebuild_shared, (block.strategy, handle, block.nbytes, block_offset,
                               _tensor_bytes.dtype_name(t.dtype), tuple(t.shape), t.stride(),
                               t.storage_offset(), t.requires_grad, _is_parameter(t)))
