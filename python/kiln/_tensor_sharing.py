@@ -23,6 +23,7 @@ as copies of their bytes (kiln has no CUDA IPC yet).
 
 import mmap
 import os
+import secrets
 import threading
 import weakref
 
@@ -32,6 +33,7 @@ from kiln import _C, _tensor_bytes
 
 _STRATEGIES = ("file_descriptor", "file_system")
 _strategy = "file_descriptor"
+_SHM_DIR = "/dev/shm"  # where POSIX shared-memory names live on Linux
 _blocks = {}  # address of a block's first byte -> _Block, for the blocks this process maps
 _lock = threading.Lock()
 
@@ -75,14 +77,17 @@ def _map_block(nbytes, strategy, fd=None, name=None):
         array = np.frombuffer(mmap.mmap(block.fd, size), dtype=np.uint8, count=size)
         cleanup = (_close_fd, block.fd)
     else:
-        from multiprocessing import resource_tracker, shared_memory
-
-        shm = shared_memory.SharedMemory(name=name, create=name is None, size=size)
-        if name is not None:  # the creator's tracker owns the name (Python < 3.13 adds ours)
-            resource_tracker.unregister(shm._name, "shared_memory")
-        block.name = shm.name
-        array = np.frombuffer(shm.buf, dtype=np.uint8, count=size)
-        cleanup = (_release_name, (shm, block, name is None))
+        if name is None:
+            block.name = f"kiln_{os.getpid()}_{secrets.token_hex(8)}"
+        path = os.path.join(_SHM_DIR, block.name)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if name is None else 0), 0o600)
+        try:
+            if name is None:
+                os.ftruncate(fd, size)
+            array = np.frombuffer(mmap.mmap(fd, size), dtype=np.uint8, count=size)
+        finally:
+            os.close(fd)  # the mapping keeps the memory; the name finds it again
+        cleanup = (_release_name, (path, block, name is None))
     block.address = array.ctypes.data
     with _lock:
         _blocks[block.address] = block
@@ -104,10 +109,15 @@ def _close_fd(fd):
 
 
 def _release_name(handle):
-    shm, block, created = handle
-    shm.close()
-    if created and not block.sent:  # a receiver may still have to attach: the tracker unlinks
-        shm.unlink()
+    path, block, created = handle
+    if not created:
+        return
+    if block.sent:  # a receiver may not have mapped it yet: unlinked when the processes exit
+        from multiprocessing import resource_tracker
+
+        resource_tracker.register("/" + block.name, "shared_memory")
+    else:
+        os.unlink(path)
 
 
 def _block_of(t):

@@ -12,7 +12,7 @@ from kiln import nn
 
 @pytest.mark.parametrize("path, name", [
     ("activation", "MultiheadAttention"), ("activation", "ReLU"),
-    ("linear", "NonDynamicallyQuantizableLinear"), ("linear", "Linear"),
+    ("linear", "Linear"),
     ("instancenorm", "InstanceNorm2d"), ("fold", "Unfold"), ("fold", "Fold"),
     ("channelshuffle", "ChannelShuffle"), ("upsampling", "Upsample"),
     ("upsampling", "UpsamplingBilinear2d"), ("normalization", "LayerNorm"),
@@ -21,6 +21,13 @@ from kiln import nn
 def test_classes_import_from_pytorchs_module_paths(path, name):
     module = importlib.import_module(f"kiln.nn.modules.{path}")
     assert getattr(module, name) is getattr(nn, name)
+
+
+def test_multihead_attention_projection_class_lives_in_linear():
+    from kiln.nn.modules.linear import NonDynamicallyQuantizableLinear
+
+    out_proj = nn.MultiheadAttention(4, 2).out_proj
+    assert type(out_proj) is NonDynamicallyQuantizableLinear and isinstance(out_proj, nn.Linear)
 
 
 def test_every_pytorch_module_path_kiln_has_the_class_of():

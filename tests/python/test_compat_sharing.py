@@ -43,23 +43,24 @@ def test_module_share_memory(strategy):
     assert kmp.get_all_sharing_strategies() == {"file_descriptor", "file_system"}
 
 
-def _child(queue, done):
-    t = queue.get()
+def _child(inbox, outbox, done):
+    t, p = inbox.get()
     t.mul_(10)  # written in shared memory: the parent sees it
-    queue.put((t.sum().item(), t.is_shared(), type(t).__name__))
+    outbox.put((t.sum().item(), t.is_shared(), type(p).__name__, p.requires_grad))
     done.wait(30)
 
 
 def test_queue_passing_shares_memory_with_the_receiver(strategy):
     ctx = kmp.get_context("spawn")
-    queue, done = ctx.Queue(), ctx.Event()
-    proc = ctx.Process(target=_child, args=(queue, done))
+    inbox, outbox, done = ctx.Queue(), ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_child, args=(inbox, outbox, done))
     proc.start()
     try:
         t = kiln.arange(6, dtype=kiln.float64).view(2, 3)[:, 1:]
-        queue.put(t)
-        total, shared, name = queue.get(timeout=60)
+        inbox.put((t, kiln.nn.Parameter(kiln.ones(2))))
+        total, shared, name, requires_grad = outbox.get(timeout=60)
         assert total == 10 * (1 + 2 + 4 + 5) and shared
+        assert name == "Parameter" and requires_grad
         np.testing.assert_array_equal(t.numpy(), [[10, 20], [40, 50]])
         assert t.is_shared()
     finally:

@@ -87,7 +87,7 @@ class _Rebuilt:
 
 def tensor(array, key, requires_grad=False, location="cpu"):
     array = np.asarray(array)
-    strides = [s // array.itemsize for s in np.ascontiguousarray(array).strides]
+    strides = [int(np.prod(array.shape[i + 1:])) for i in range(array.ndim)]  # C order
     return Tensor(Storage(array, key, location), 0, array.shape, strides, requires_grad)
 
 
