@@ -112,7 +112,7 @@ void init_tensor(py::module_& m, TensorClass& cls) {
             py::object data = args[0];
             if (py::isinstance<TensorImpl>(data)) return detach(data.cast<Tensor>()).impl_ptr();
             return tensor_from_data(data, default_dtype(), "Tensor").impl_ptr();
-          }));
+          }))
       .def_property_readonly("shape", [](const Tensor& t) { return make_size(t.sizes()); })
       .def("size",
            [](const Tensor& t, py::object dim) -> py::object {
