@@ -66,6 +66,7 @@ void init_dtype_device(py::module_& m) {
       .def_property_readonly("is_floating_point",
                              [](const PyDType& d) { return is_floating(d.value); })
       .def_property_readonly("is_signed", [](const PyDType& d) { return is_signed(d.value); })
+      .def_property_readonly("is_complex", [](const PyDType&) { return false; })  // none in kiln
       .def_property_readonly("itemsize", [](const PyDType& d) { return itemsize(d.value); })
       .def("__repr__",
            [](const PyDType& d) { return std::string("kiln.") + dtype_name(d.value); })
@@ -135,6 +136,14 @@ void init_dtype_device(py::module_& m) {
            })
       .def("__hash__", [](const PyDevice& d) {
         return static_cast<int>(d.value.type) * 1000 + d.value.index;
+      })
+      // Pickled as kiln.device(type, index), so devices cross process boundaries
+      // (kiln.multiprocessing, DataLoader workers) and sit in pickled objects.
+      .def("__reduce__", [](py::object self) {
+        const Device& d = self.cast<const PyDevice&>().value;
+        py::object index = d.index < 0 ? py::object(py::none()) : py::object(py::int_(d.index));
+        return py::make_tuple(py::type::of(self),
+                              py::make_tuple(d.is_cpu() ? "cpu" : "cuda", index));
       });
 }
 

@@ -84,7 +84,8 @@ Indexed apply_index(const Tensor& self, py::handle index) {
       KILN_CHECK(!seen_dots, Index, "[index] an index can only have a single ellipsis ('...')");
       seen_dots = true;
       kinds.push_back(Dots);
-    } else if (PyList_Check(p) || PyTuple_Check(p) || py::isinstance<py::array>(items[i])) {
+    } else if (PyList_Check(p) || PyTuple_Check(p) || PyRange_Check(p) ||
+               py::isinstance<py::array>(items[i])) {  // x[range(3), idx]: as in PyTorch
       tensors[i] = index_tensor(items[i]);
       kinds.push_back(Adv);
     } else if (PyIndex_Check(p)) {

@@ -6,6 +6,7 @@
 #include "core/flags.h"
 #include "core/storage.h"
 #include "ops/copy.h"
+#include "ops/creation.h"
 #include "ops/memory_format.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -80,14 +81,38 @@ void init_tensor(py::module_& m, TensorClass& cls) {
   formats.attr("__repr__") = py::cpp_function(
       [](MemoryFormat f) { return std::string("kiln.") + memory_format_name(f); },
       py::is_method(formats));
-  cls.def(py::init([](py::object data) {
-            if (data.is_none())
+  // PyTorch's legacy constructor: kiln.Tensor(data) copies data into the default dtype,
+  // kiln.Tensor(t) aliases t, and kiln.Tensor(3, 4) (sizes, optionally with device=) is an
+  // uninitialised tensor, so kiln.Tensor(3) has three elements, not the value 3.
+  cls.def(py::init([](py::args args, py::kwargs kwargs) {
+            py::object device = py::none();
+            for (auto item : kwargs) {
+              const std::string key = py::str(item.first);
+              KILN_CHECK(key == "device", Type, "[Tensor] unexpected keyword argument '", key,
+                         "'; the legacy constructor takes data or sizes and device=");
+              device = py::reinterpret_borrow<py::object>(item.second);
+            }
+            const auto is_size = [](py::handle h) {
+              return PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr());
+            };
+            bool sizes = true;
+            for (py::handle a : args) sizes = sizes && is_size(a);
+            if (args.size() > 0 && sizes) {
+              Shape shape;
+              for (py::handle a : args) shape.push_back(a.cast<int64_t>());
+              const Device dev = device.is_none() ? Device{} : parse_device(device, "Tensor");
+              return empty(shape, default_dtype(), dev, "Tensor").impl_ptr();
+            }
+            KILN_CHECK(args.size() <= 1, Type, "[Tensor] expected data or integer sizes, got ",
+                       args.size(), " arguments that are not all integers");
+            KILN_CHECK(device.is_none(), Type,
+                       "[Tensor] device= goes with sizes only; use kiln.tensor(data, device=...)");
+            if (args.size() == 0 || args[0].is_none())
               return tensor_from_data(py::list(), default_dtype(), "Tensor").impl_ptr();
-            // kiln.Tensor(data) makes the default dtype, like torch.Tensor; Tensor(t) aliases t.
+            py::object data = args[0];
             if (py::isinstance<TensorImpl>(data)) return detach(data.cast<Tensor>()).impl_ptr();
             return tensor_from_data(data, default_dtype(), "Tensor").impl_ptr();
-          }),
-          py::arg("data") = py::none())
+          }))
       .def_property_readonly("shape", [](const Tensor& t) { return make_size(t.sizes()); })
       .def("size",
            [](const Tensor& t, py::object dim) -> py::object {
@@ -119,6 +144,7 @@ void init_tensor(py::module_& m, TensorClass& cls) {
       .def("is_contiguous", [](const Tensor& t, MemoryFormat f) { return is_contiguous(t, f); },
            py::arg("memory_format") = MemoryFormat::Contiguous)
       .def("is_floating_point", [](const Tensor& t) { return is_floating(t.dtype()); })
+      .def("is_signed", [](const Tensor& t) { return is_signed(t.dtype()); })
       .def("get_device", [](const Tensor& t) { return t.device().is_cpu() ? -1 : int(t.device().index); })
       .def("contiguous", [](const Tensor& t, MemoryFormat f) { return contiguous(t, f); },
            py::arg("memory_format") = MemoryFormat::Contiguous)
@@ -191,6 +217,19 @@ void init_tensor(py::module_& m, TensorClass& cls) {
         },
         py::arg("data"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def("is_tensor", [](py::handle h) { return py::isinstance<TensorImpl>(h); });
+  // PyTorch's predicates for what kiln has no tensors of: other devices (meta, XPU, MPS,
+  // ...), quantized, MKL-DNN and nested layouts, complex dtypes, and lazily conjugated or
+  // negated views. All are False here; a program that asks gets PyTorch's answer for a
+  // CPU or CUDA tensor.
+  for (const char* name : {"is_meta", "is_xpu", "is_mps", "is_ipu", "is_xla", "is_hpu",
+                           "is_maia", "is_mtia", "is_vulkan", "is_quantized", "is_mkldnn",
+                           "is_nested"})
+    cls.def_property_readonly(name, [](const Tensor&) { return false; });
+  for (const char* name : {"is_complex", "is_conj", "is_neg", "is_inference"}) {
+    cls.def(name, [](const Tensor&) { return false; });
+    m.def(name, [](const Tensor&) { return false; }, py::arg("input"));
+  }
+  m.def("is_signed", [](const Tensor& t) { return is_signed(t.dtype()); }, py::arg("input"));
   m.def("clone", [](const Tensor& t, MemoryFormat f) { return clone(t, f); }, py::arg("input"),
         py::kw_only(), py::arg("memory_format") = MemoryFormat::Preserve);
   m.def("detach", [](const Tensor& t) { return detach(t); }, py::arg("input"));

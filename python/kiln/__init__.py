@@ -43,6 +43,10 @@ from kiln.random import (  # noqa: F401
 from kiln import autograd, backends, cuda, nn, optim  # noqa: F401
 from kiln import amp  # noqa: F401
 from kiln import special  # noqa: F401
+from kiln import accelerator  # noqa: F401
+from kiln import _legacy_types  # noqa: E402
+
+globals().update(_legacy_types.CPU)  # kiln.FloatTensor, ... (Note [Legacy tensor types])
 from kiln.amp.autocast_mode import (  # noqa: F401
     autocast,
     get_autocast_dtype,

@@ -59,6 +59,8 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
     when it already is."""
     if dtype is None:
         return _type_name(self)
+    if isinstance(dtype, type) and hasattr(dtype, "_device_type"):  # kiln.FloatTensor, ...
+        dtype = f"{dtype.__module__}.{dtype.__name__}"
     if isinstance(dtype, str):
         parts = dtype.split(".")
         cuda = len(parts) == 3 and parts[1] == "cuda"
@@ -89,7 +91,23 @@ def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
                      requires_grad=requires_grad)
 
 
+def _share_memory_(self):
+    from kiln._tensor_sharing import share_memory_  # NumPy: not at import kiln
+
+    return share_memory_(self)
+
+
+def _is_shared(self):
+    if self.is_cuda:
+        return True
+    from kiln._tensor_sharing import is_shared
+
+    return is_shared(self)
+
+
 Tensor.__deepcopy__ = _deepcopy
+Tensor.share_memory_ = _share_memory_
+Tensor.is_shared = _is_shared
 Tensor.type = _type
 Tensor.new_tensor = _new_tensor
 Tensor.__repr__ = tensor_repr

@@ -9,17 +9,43 @@ lists, tuples, numbers, strings, devices) is a JSON tree stored as the string
 value of __metadata__["kiln.structure"]; its leaves name tensors by key. Loading
 parses JSON and copies bytes, nothing else: no pickle, so a checkpoint cannot
 run code, and every field is checked before it is used.
+
+Note [Saving objects]
+Other objects are data too. A NumPy array is a tensor entry whose node says
+"ndarray"; a set, frozenset or bytes has its own node kind; an object of a class
+(a whole nn.Module, a dataclass) is {"kind": "object", "class": "module:qualname",
+"id": n, "state": ...}, its state being obj.__getstate__() (the instance __dict__
+unless the class says otherwise) saved by the same rules, and a function or class
+used as a value is {"kind": "global", "name": ...}. A tensor or object met again
+is saved once and referred to by {"kind": "ref"}, so tied weights and a module
+used twice stay shared. Loading resolves a class name only if it is on the
+allowlist: kiln's own classes (module kiln or kiln.*, checked to be what the
+name says, so `kiln.serialization.os` cannot reach `os`) and what
+add_safe_globals / safe_globals registered, matched by name without importing
+anything; with weights_only=False, as PyTorch's "I trust this file", any class
+importable by that name. The object is then made with cls.__new__ and given its
+state through __setstate__ or its __dict__; nothing the file names is called.
 """
 
 import collections
+import importlib
 import io
 import json
 import math
 import os
+import pickle
 import secrets
 import struct
 
-from kiln import _C, _tensor_bytes
+from kiln import _C, _tensor_bytes, _torch_format
+from kiln._safe_globals import (  # noqa: F401  (kiln.serialization.* as in torch.serialization)
+    add_safe_globals,
+    clear_safe_globals,
+    get_safe_globals,
+    qualified_name,
+    safe_globals,
+    safe_globals_by_name,
+)
 
 STRUCTURE_KEY = "kiln.structure"
 _METADATA = "__metadata__"
@@ -32,11 +58,16 @@ _INT64_MAX = 2**63 - 1
 
 class _Flattener:
     """Walks a saved object: collects its tensors under unique dotted keys and
-    returns the JSON tree of everything else (see Note [Checkpoint format])."""
+    returns the JSON tree of everything else (see Note [Checkpoint format] and
+    Note [Saving objects])."""
 
     def __init__(self):
         self.tensors = {}  # key -> tensor, in visiting order
         self._on_path = set()  # ids of the containers being visited, to catch cycles
+        self._seen = {}  # id -> (object, its reference node): tensors and objects met so far
+        from kiln.nn.parameter import Parameter
+
+        self._parameter = Parameter
 
     def _key(self, path):
         base = ".".join(path) if path else "tensor"
@@ -50,21 +81,29 @@ class _Flattener:
         where = ".".join(path) or "<root>"
         if obj is None or isinstance(obj, (bool, int, float, str)):
             return obj
+        if id(obj) in self._seen:
+            return dict(self._seen[id(obj)][1])
         if isinstance(obj, _C.Tensor):
             key = self._key(path)
             self.tensors[key] = obj
-            return {"kind": "tensor", "key": key, "device": str(obj.device),
+            self._seen[id(obj)] = (obj, {"kind": "ref", "key": key})
+            node = {"kind": "tensor", "key": key, "device": str(obj.device),
                     "requires_grad": bool(obj.requires_grad)}
+            if isinstance(obj, self._parameter):
+                node["parameter"] = True
+            return node
         if isinstance(obj, _C.dtype):
             return {"kind": "dtype", "name": _tensor_bytes.dtype_name(obj)}
         if isinstance(obj, _C.device):
             return {"kind": "device", "name": str(obj)}
-        if not isinstance(obj, (dict, list, tuple)):
-            raise TypeError(
-                f"[kiln.save] cannot save an object of type {type(obj).__name__} at '{where}': "
-                "checkpoints hold tensors, dicts, lists, tuples, str, int, float, bool, None, "
-                "dtypes and devices"
-            )
+        if isinstance(obj, (bytes, bytearray)):
+            return {"kind": type(obj).__name__, "hex": obj.hex()}
+        if _is_ndarray(obj):
+            return self._ndarray(obj, path, where)
+        if isinstance(obj, (type, _FUNCTION_TYPES)):
+            return {"kind": "global", **_name_parts(obj, where)}
+        if not isinstance(obj, (dict, list, tuple, set, frozenset)):
+            return self._object(obj, path, where)
         if id(obj) in self._on_path:
             raise ValueError(f"[kiln.save] the object contains a reference cycle at '{where}'")
         self._on_path.add(id(obj))
@@ -80,11 +119,88 @@ class _Flattener:
                     items.append([k, self.node(v, path + [str(k)])])
                 return {"kind": "dict", "items": items,
                         "ordered": isinstance(obj, collections.OrderedDict)}
-            kind = "tuple" if isinstance(obj, tuple) else "list"
+            kind = next(k for k in (tuple, list, frozenset, set) if isinstance(obj, k)).__name__
             return {"kind": kind,
                     "items": [self.node(v, path + [str(i)]) for i, v in enumerate(obj)]}
         finally:
             self._on_path.discard(id(obj))
+
+    def _ndarray(self, arr, path, where):
+        import numpy as np
+
+        name = _NUMPY_DTYPES.get(arr.dtype.str.lstrip("<>=|"))
+        if name is None:
+            raise TypeError(f"[kiln.save] cannot save a NumPy array of dtype {arr.dtype} at "
+                            f"'{where}': kiln saves arrays of "
+                            f"{sorted(set(_NUMPY_DTYPES.values()))}")
+        key = self._key(path)
+        scalar = isinstance(arr, np.generic)
+        # A native-order C-contiguous copy, 0-d for a scalar (ascontiguousarray would be 1-d).
+        self.tensors[key] = _C.from_numpy(np.array(arr, dtype=arr.dtype.newbyteorder("="),
+                                                   order="C", copy=True))
+        if not scalar:
+            self._seen[id(arr)] = (arr, {"kind": "ref", "key": key})
+        return {"kind": "ndarray", "key": key, "scalar": scalar}
+
+    def _object(self, obj, path, where):
+        cls = type(obj)
+        try:
+            getstate = getattr(obj, "__getstate__", None)  # Python < 3.11: only if defined
+            state = getstate() if getstate is not None else obj.__dict__
+        except (TypeError, AttributeError):  # e.g. object.__getstate__ of an extension type
+            state = None
+        if state is None and not hasattr(obj, "__dict__"):
+            raise TypeError(
+                f"[kiln.save] cannot save an object of type {cls.__name__} at '{where}': it has "
+                "no __dict__ or __getstate__ to store as data; checkpoints hold tensors, "
+                "containers, numbers, strings, NumPy arrays and objects whose state is such data"
+            )
+        ident = len(self._seen)
+        self._seen[id(obj)] = (obj, {"kind": "ref", "id": ident})
+        return {"kind": "object", **_name_parts(cls, where), "id": ident,
+                "state": self.node(state, path)}
+
+
+_FUNCTION_TYPES = (type(len), type(lambda: None))
+# NumPy dtype codes (byte order stripped) -> kiln dtype names (Note [Saving objects]).
+_NUMPY_DTYPES = {"f2": "float16", "f4": "float32", "f8": "float64", "i1": "int8", "u1": "uint8",
+                 "i2": "int16", "i4": "int32", "i8": "int64", "b1": "bool"}
+
+
+def _is_ndarray(obj):
+    np = _sys_modules_numpy()
+    return np is not None and isinstance(obj, (np.ndarray, np.generic)) and not isinstance(
+        obj, (bool, int, float))
+
+
+def _sys_modules_numpy():
+    import sys
+
+    return sys.modules.get("numpy")  # an array can only exist once NumPy is imported
+
+
+def _name_parts(obj, where):
+    """The (module, qualified name) that finds `obj` again, checked now rather than at load.
+    Extension functions (kiln._C.relu) are found by __name__: their __qualname__ names the
+    capsule they hang from."""
+    module = getattr(obj, "__module__", None)
+    for name in (getattr(obj, "__qualname__", None), getattr(obj, "__name__", None)):
+        if isinstance(module, str) and isinstance(name, str) and _lookup(module, name) is obj:
+            return {"module": module, "qualname": name}
+    raise TypeError(f"[kiln.save] cannot save {obj!r:.60} at '{where}': only classes and "
+                    "functions defined at the top level of a module (or in a class) can be "
+                    "saved, by name")
+
+
+def _lookup(module, qualname):
+    """The object `module`.`qualname` names, or None."""
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return found
 
 
 def _header(tensors, structure):
@@ -237,13 +353,16 @@ class _Reader:
         where = f"{self.name}: " + (f"tensor '{key}': " if key is not None else "")
         return ValueError(f"[kiln.load] {where}{what}")
 
-    def read_header(self):
+    def read_header(self, head):
+        """`head`: the file's first bytes, to say what an unreadable file looks like."""
         if self.size < 8:
-            raise self.error(f"file is {self.size} bytes, too short for the 8-byte header length")
+            raise self.error(f"file is {self.size} bytes, too short for the 8-byte header length; "
+                             + _torch_format.describe_unknown(head))
         (n,) = struct.unpack("<Q", self.f.read(8))
         if n > self.size - 8:
             raise self.error(f"header length {n} runs past the end of the file "
-                             f"({self.size - 8} bytes follow the length)")
+                             f"({self.size - 8} bytes follow the length): "
+                             + _torch_format.describe_unknown(head))
         raw = self.f.read(n)
         try:
             header = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
@@ -320,16 +439,54 @@ def _unique_keys(pairs):
     return dict(pairs)
 
 
+def _place(t, saved, map_location, name, key):
+    """Moves a loaded CPU tensor where map_location says (see load)."""
+    loc = map_location
+    if callable(loc) and not isinstance(loc, (str, _C.device)):
+        placed = loc(t, saved)
+        if placed is not None:
+            return placed
+        target = saved
+    elif loc is None:
+        target = saved
+    elif isinstance(loc, (str, _C.device)):
+        target = str(loc)
+    elif isinstance(loc, dict):
+        mapping = {str(k): str(v) for k, v in loc.items()}
+        target = mapping.get(saved, saved)
+    else:
+        raise TypeError("[kiln.load] map_location must be None, a str, a kiln.device, a "
+                        f"dict or a callable; got {type(loc).__name__}")
+    if target == "cpu":
+        return t
+    try:
+        device = _C.device(target)
+    except Exception:
+        raise RuntimeError(f"[kiln.load] {name}: tensor '{key}' was saved on {target!r:.40}, "
+                           "which kiln does not know; pass map_location='cpu' to load it on the "
+                           "CPU") from None
+    if device.type == "cuda" and not _C._cuda_is_available():
+        raise RuntimeError(
+            f"[kiln.load] {name}: tensor '{key}' was saved on {saved} and maps "
+            f"to {target}, but CUDA is not available; pass map_location='cpu' to load it "
+            "on the CPU"
+        )
+    return t.to(target)
+
+
 class _Loader:
     """Rebuilds the saved object from the structure tree, placing each tensor
-    where map_location says."""
+    where map_location says and resolving classes as Note [Saving objects] says."""
 
-    def __init__(self, reader, entries, map_location):
+    def __init__(self, reader, entries, map_location, weights_only):
         self.reader = reader
         self.entries = entries
         self.map_location = map_location
+        self.weights_only = weights_only
+        self.safe = safe_globals_by_name()
+        self.loaded = {}  # tensor key -> tensor or array; object id -> object
 
-    def tensor(self, key, saved_device="cpu", requires_grad=False):
+    def tensor(self, key, saved_device="cpu", requires_grad=False, parameter=False):
         if key not in self.entries:
             raise self.reader.error("the kiln.structure metadata names a tensor that the file "
                                     "does not hold", key)
@@ -337,35 +494,15 @@ class _Loader:
         if requires_grad and not t.is_floating_point():
             raise self.reader.error(f"kiln.structure metadata marks a {t.dtype} tensor as "
                                     "requiring grad; only floating-point tensors can", key)
-        t = self._place(t, key, saved_device)
-        return t.requires_grad_(True) if requires_grad else t
+        t = _place(t, saved_device, self.map_location, self.reader.name, key)
+        if parameter:
+            from kiln.nn.parameter import Parameter
 
-    def _place(self, t, key, saved):
-        loc = self.map_location
-        if callable(loc) and not isinstance(loc, (str, _C.device)):
-            placed = loc(t, saved)
-            if placed is not None:
-                return placed
-            target = saved
-        elif loc is None:
-            target = saved
-        elif isinstance(loc, (str, _C.device)):
-            target = str(loc)
-        elif isinstance(loc, dict):
-            mapping = {str(k): str(v) for k, v in loc.items()}
-            target = mapping.get(saved, saved)
-        else:
-            raise TypeError("[kiln.load] map_location must be None, a str, a kiln.device, a "
-                            f"dict or a callable; got {type(loc).__name__}")
-        if target == "cpu":
-            return t
-        if _C.device(target).type == "cuda" and not _C._cuda_is_available():
-            raise RuntimeError(
-                f"[kiln.load] {self.reader.name}: tensor '{key}' was saved on {saved} and maps "
-                f"to {target}, but CUDA is not available; pass map_location='cpu' to load it "
-                "on the CPU"
-            )
-        return t.to(target)
+            t = Parameter(t, requires_grad=requires_grad)
+        elif requires_grad:
+            t = t.requires_grad_(True)
+        self.loaded[key] = t
+        return t
 
     def node(self, node, where):
         if node is None or isinstance(node, (bool, int, float, str)):
@@ -375,10 +512,14 @@ class _Loader:
         if kind == "tensor" and isinstance(node.get("key"), str) and isinstance(
                 node.get("device"), str) and isinstance(node.get("requires_grad"), bool):
             return self.tensor(node["key"], self._device_name(node["device"], where),
-                               node["requires_grad"])
-        if kind in ("list", "tuple") and isinstance(items, list):
+                               node["requires_grad"], node.get("parameter") is True)
+        if kind in ("list", "tuple", "set", "frozenset") and isinstance(items, list):
             values = [self.node(v, f"{where}.{i}") for i, v in enumerate(items)]
-            return tuple(values) if kind == "tuple" else values
+            try:
+                return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[kind](
+                    values)
+            except TypeError:  # an unhashable set element
+                pass
         if kind == "dict" and isinstance(items, list) and all(
                 isinstance(it, list) and len(it) == 2
                 and (isinstance(it[0], str) or _is_int(it[0])) for it in items):
@@ -391,8 +532,86 @@ class _Loader:
             return _tensor_bytes.dtype_from_name(node["name"])
         if kind == "device" and isinstance(node.get("name"), str):
             return _C.device(self._device_name(node["name"], where))
+        if kind in ("bytes", "bytearray") and isinstance(node.get("hex"), str):
+            try:
+                return (bytes if kind == "bytes" else bytearray).fromhex(node["hex"])
+            except ValueError:
+                pass
+        if kind == "ndarray" and isinstance(node.get("key"), str) and isinstance(
+                node.get("scalar"), bool):
+            return self._ndarray(node["key"], node["scalar"])
+        ref = node.get("key", node.get("id")) if kind == "ref" else None
+        if isinstance(ref, (str, int)) and ref in self.loaded:
+            return self.loaded[ref]
+        if kind in ("global", "object") and isinstance(node.get("module"), str) and isinstance(
+                node.get("qualname"), str):
+            found = self._resolve(node["module"], node["qualname"], where)
+            if kind == "global":
+                return found
+            if isinstance(found, type) and _is_int(node.get("id")) and "state" in node:
+                return self._object(found, node["id"], node["state"], where)
         raise self.reader.error(f"kiln.structure metadata is malformed at '{where}': "
                                 f"{json.dumps(node)[:80]}")
+
+    def _ndarray(self, key, scalar):
+        if key not in self.entries:
+            raise self.reader.error("the kiln.structure metadata names an array that the file "
+                                    "does not hold", key)
+        if self.entries[key][0] == "bfloat16":
+            raise self.reader.error("a NumPy array cannot be bfloat16", key)
+        arr = self.reader.tensor(key, self.entries[key]).numpy().copy()
+        if scalar:
+            return arr[()]
+        self.loaded[key] = arr
+        return arr
+
+    def _resolve(self, module, qualname, where):
+        """The class or function `module`.`qualname`, if the allowlist lets it through."""
+        name = f"{module}.{qualname}"
+        if name in self.safe:
+            return self.safe[name]
+        own = module == "kiln" or module.startswith("kiln.")
+        if own or not self.weights_only:
+            found = _lookup(module, qualname)
+            if found is None:
+                raise pickle.UnpicklingError(
+                    f"[kiln.load] {self.reader.name}: cannot find {name} (at '{where}')")
+            # Only the object the name denotes, never one reachable through an import alias
+            # (kiln.serialization.os.system is os.system, whose module is not kiln's).
+            if getattr(found, "__module__", None) == module and qualname in (
+                    getattr(found, "__qualname__", None), getattr(found, "__name__", None)):
+                return found
+        short = qualname.rsplit(".", 1)[-1]
+        raise pickle.UnpicklingError(
+            f"[kiln.load] {self.reader.name}: Weights only load failed: Unsupported global: "
+            f"GLOBAL {name} (at '{where}') is not an allowed global by default. If you trust "
+            f"this class, allow it with kiln.serialization.add_safe_globals([{short}]) or "
+            f"`with kiln.serialization.safe_globals([{short}]):`; if you trust the whole file, "
+            "pass weights_only=False (kiln still only rebuilds objects from their data, it never "
+            "runs code from the file)"
+        )
+
+    def _object(self, cls, ident, state_node, where):
+        try:
+            obj = cls.__new__(cls)
+        except TypeError as e:
+            raise self.reader.error(f"cannot create a {cls.__qualname__} at '{where}' ({e})") \
+                from None
+        self.loaded[ident] = obj  # before its state: the state may refer back to it
+        state = self.node(state_node, where)
+        if hasattr(obj, "__setstate__"):
+            obj.__setstate__(state)
+            return obj
+        if isinstance(state, tuple) and len(state) == 2:  # object.__getstate__ with __slots__
+            state, slots = state
+            for k, v in (slots or {}).items():
+                object.__setattr__(obj, k, v)
+        if state is not None:
+            if not isinstance(state, dict):
+                raise self.reader.error(f"the state of a {cls.__qualname__} at '{where}' is a "
+                                        f"{type(state).__name__}, not a dict")
+            obj.__dict__.update(state)
+        return obj
 
     def _device_name(self, name, where):
         try:
@@ -402,10 +621,21 @@ class _Loader:
                                     f"at '{where}'") from None
 
 
-def _load_from(f, name, map_location):
+def _load_from(f, name, map_location, weights_only, pickle_load_args):
+    head = _torch_format.open_head(f)
+    form = _torch_format.sniff(head)
+    if form in ("zip", "legacy"):
+        reader = _torch_format.TorchReader(
+            name, lambda t, saved, key: _place(t, saved, map_location, name, key),
+            safe_globals_by_name(), pickle_load_args)
+        return reader.read(f, form)
+    if form == "tar":
+        raise ValueError(f"[kiln.load] {name}: the file looks like a tar archive, PyTorch's "
+                         "format before version 0.4; kiln cannot read it. Load it with an old "
+                         "PyTorch and save it again with torch.save")
     reader = _Reader(f, name)
-    entries, metadata = reader.read_header()
-    loader = _Loader(reader, entries, map_location)
+    entries, metadata = reader.read_header(head)
+    loader = _Loader(reader, entries, map_location, weights_only)
     if STRUCTURE_KEY not in metadata:
         return {key: loader.tensor(key) for key in entries}
     try:
@@ -418,24 +648,42 @@ def _load_from(f, name, map_location):
         raise reader.error("kiln.structure metadata is nested too deeply") from None
 
 
-def load(f, map_location=None, weights_only=True):
-    """Loads an object saved by kiln.save, or the tensors of any safetensors file
-    (as a dict name -> tensor), from `f`, a path or a readable binary file.
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
+         **pickle_load_args):
+    """Loads an object saved by kiln.save, the tensors of any safetensors file (as a
+    dict name -> tensor), or a file torch.save wrote (zip or legacy format), from
+    `f`, a path or a readable binary file.
 
     map_location: None puts each tensor back on the device it was saved from; a
     device or str puts all of them there; a dict maps saved device names to new
     ones ({'cuda:0': 'cpu'}); a callable fn(cpu_tensor, saved_device_name) returns
-    the placed tensor, or None for the default. Loading never runs code from the
-    file, so weights_only=False loads the same things as True. A malformed file
-    raises ValueError naming the file, the tensor key and the problem. Loading a
-    path also removes the temporary files that killed saves to it left behind
-    (see Note [Checkpoint temporary files]).
+    the placed tensor, or None for the default.
+
+    Loading never runs code from the file. weights_only (None means True, as in
+    PyTorch) limits objects of classes to kiln's own and those allowed with
+    add_safe_globals / safe_globals; weights_only=False also rebuilds objects of
+    any class importable by the saved name, from their saved data (Note [Saving
+    objects]). PyTorch files go through a restricted unpickler either way (Note
+    [Reading PyTorch checkpoints]); a global it refuses raises pickle.UnpicklingError
+    naming it. A malformed kiln file raises ValueError naming the file, the tensor key
+    and the problem. pickle_module must be None or the pickle module; mmap is accepted
+    for PyTorch's sake (files are read into memory); pickle_load_args takes
+    `encoding` for legacy files written by Python 2. Loading a path also removes the
+    temporary files that killed saves to it left behind (see Note [Checkpoint
+    temporary files]).
     """
+    if pickle_module is not None and pickle_module is not pickle:
+        raise TypeError("[kiln.load] pickle_module must be None or the pickle module: kiln "
+                        "unpickles PyTorch files with its own restricted unpickler")
+    unknown = set(pickle_load_args) - {"encoding"}
+    if unknown:
+        raise TypeError(f"[kiln.load] unexpected keyword arguments {sorted(unknown)}")
+    weights_only = True if weights_only is None else bool(weights_only)
     if isinstance(f, (str, os.PathLike)):
         _remove_stale_temps(os.fspath(f))
         with open(f, "rb") as fh:
-            return _load_from(fh, os.fspath(f), map_location)
+            return _load_from(fh, os.fspath(f), map_location, weights_only, pickle_load_args)
     name = repr(f.name) if isinstance(getattr(f, "name", None), str) else "<file object>"
     if not (hasattr(f, "seekable") and f.seekable()):
         f = io.BytesIO(f.read())
-    return _load_from(f, name, map_location)
+    return _load_from(f, name, map_location, weights_only, pickle_load_args)

@@ -11,6 +11,7 @@ import re
 import struct
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -150,8 +151,8 @@ def test_file_objects_and_positions():
 
 
 def test_unsupported_objects():
-    with pytest.raises(TypeError, match=r"\[kiln.save\].*type set at 'a.0'"):
-        kiln.save({"a": [{1}]}, io.BytesIO())
+    with pytest.raises(TypeError, match=r"\[kiln.save\].*type lock at 'a.0'"):
+        kiln.save({"a": [threading.Lock()]}, io.BytesIO())
     with pytest.raises(TypeError, match=r"\[kiln.save\] dict keys must be str or int.*\(1, 2\)"):
         kiln.save({(1, 2): 3}, io.BytesIO())
     cyclic = [1]

@@ -6,7 +6,7 @@ raise a RuntimeError naming the problem when there is none.
 
 import contextlib
 
-from kiln import _C
+from kiln import _C, _legacy_types
 from kiln.cuda.memory import (  # noqa: F401
     empty_cache,
     max_memory_allocated,
@@ -44,6 +44,8 @@ from kiln.cuda.random import (  # noqa: F401
 )
 
 OutOfMemoryError = _C.OutOfMemoryError
+
+globals().update(_legacy_types.CUDA)  # kiln.cuda.FloatTensor, ... (Note [Legacy tensor types])
 
 
 def is_available():

@@ -1,5 +1,7 @@
 """kiln.nn.functional: neural-network math (ops implemented in C++)."""
 
+import warnings
+
 from kiln import _C
 
 relu = _C.relu
@@ -107,21 +109,41 @@ def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p."""
+    """Zeroes whole channels of [N, C, H, W] with probability p.
+
+    As in PyTorch, other ranks are PyTorch's "feature dropout" of dims 0 and 1 with a
+    warning: a 3-D input is (N, C, L), not (C, H, W), and a 2-D one (N, C) drops single
+    elements."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"[dropout2d] dropout probability has to be between 0 and 1, but got {p}")
+    dim = input.dim()
+    if dim not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {dim}-D input to dropout2d, which is deprecated "
+                      "and will result in an error in a future release. To retain the behavior "
+                      "and silence this warning, please use dropout instead. Note that dropout2d "
+                      "exists to provide channel-wise dropout on inputs with 2 spatial "
+                      "dimensions, a channel dimension, and an optional batch dimension (i.e. 3D "
+                      "or 4D inputs).", stacklevel=2)
+    if dim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+                      "1D dropout behavior is desired - input is interpreted as shape (N, C, L), "
+                      "where C is the channel dim. This behavior will change in a future release "
+                      "to interpret the input as one without a batch dimension, i.e. shape "
+                      "(C, H, W). To maintain the 1D channel-wise dropout behavior, please switch "
+                      "to using dropout1d instead.", stacklevel=2)
+    if dim < 2:
+        raise RuntimeError(f"[dropout2d] Feature dropout requires at least 2 dimensions in the "
+                           f"input, got input of size {list(input.shape)}")
     if not training or p == 0.0:
         return input
-    if input.dim() not in (3, 4):
-        raise RuntimeError(
-            f"[dropout2d] expected a 3-D or 4-D input, got input of size {list(input.shape)}")
-    shape = list(input.shape[:-2]) + [1, 1]
+    shape = list(input.shape[:2]) + [1] * (dim - 2)
     keep = _C.rand(*shape, dtype=input.dtype, device=input.device) >= p
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     out = input * (keep.to(input.dtype) * scale)
     if inplace:
         return input.copy_(out)
     return out
+
 
 from kiln.nn._functional_activation import (  # noqa: E402,F401
     alpha_dropout, celu, celu_, dropout1d, dropout3d, feature_alpha_dropout, gumbel_softmax,

@@ -8,11 +8,12 @@ from kiln.optim.adagrad import Adagrad
 from kiln.optim.adam import Adam
 from kiln.optim.adamax import Adamax
 from kiln.optim.adamw import AdamW
+from kiln.optim.lbfgs import LBFGS
 from kiln.optim.nadam import NAdam
 from kiln.optim.optimizer import Optimizer
 from kiln.optim.radam import RAdam
 from kiln.optim.rmsprop import RMSprop
 from kiln.optim.sgd import SGD
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "NAdam", "Optimizer", "RAdam",
-           "RMSprop", "SGD", "lr_scheduler"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer",
+           "RAdam", "RMSprop", "SGD", "lr_scheduler"]

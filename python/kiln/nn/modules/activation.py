@@ -321,3 +321,8 @@ class Softmax2d(Module):
             raise ValueError(f"[Softmax2d] Softmax2d: expected input to be 3D or 4D, got "
                              f"{input.dim()}D instead (input of size {list(input.shape)})")
         return F.softmax(input, -3)
+
+
+# PyTorch defines MultiheadAttention in torch.nn.modules.activation; kiln keeps it beside the
+# transformer layers that use it and offers it under PyTorch's path too.
+from kiln.nn.modules.transformer import MultiheadAttention  # noqa: E402,F401

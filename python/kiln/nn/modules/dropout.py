@@ -31,7 +31,8 @@ class Dropout(_DropoutNd):
 
 
 class Dropout2d(_DropoutNd):
-    """Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p while training."""
+    """Zeroes whole channels of [N, C, H, W] with probability p while training (other ranks:
+    see F.dropout2d)."""
 
     _fn = staticmethod(F.dropout2d)
 

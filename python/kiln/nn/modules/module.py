@@ -177,13 +177,16 @@ class Module:
         if "." in name:
             raise KeyError(f'[Module.{method}] {what} name can\'t contain ".", got {name!r}')
 
-    def _forget(self, name):
-        """Drops `name` from every registry and the mirror (Note [Module attribute mirror])."""
+    def _forget(self, name, keep=None):
+        """Drops `name` from every registry but `keep` and from the mirror (Note [Module
+        attribute mirror]). Re-assigning keeps the entry in `keep`, so an existing parameter
+        or submodule keeps its place in parameters(), children() and state_dict(), as in
+        PyTorch (the optimizer's parameter order depends on it)."""
         d = self.__dict__
-        d["_parameters"].pop(name, None)
-        d["_buffers"].pop(name, None)
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if registry != keep:
+                d[registry].pop(name, None)
         d["_non_persistent_buffers_set"].discard(name)
-        d["_modules"].pop(name, None)
         d.pop(name, None)
 
     def register_parameter(self, name, param):
@@ -242,7 +245,7 @@ class Module:
             if params is None:
                 raise AttributeError("[Module.__setattr__] cannot assign parameters before "
                                      "Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -254,7 +257,7 @@ class Module:
             if params is None:
                 raise AttributeError("[Module.__setattr__] cannot assign module before "
                                      "Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             d["_modules"][name] = value
             d[name] = value
         elif params is not None and name in d["_modules"]:
@@ -271,6 +274,27 @@ class Module:
             d[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    # kiln.save of a whole module (Note [Saving objects]), pickle and copy.deepcopy store this
+    # state: the instance __dict__ without the attribute mirror (Note [Module attribute
+    # mirror]), which __setstate__ rebuilds from the registries.
+    def __getstate__(self):
+        d = self.__dict__
+        registered = set(d["_parameters"]) | set(d["_buffers"]) | set(d["_modules"])
+        return {k: v for k, v in d.items() if k not in registered}
+
+    def __setstate__(self, state):
+        d = self.__dict__
+        d.update(state)
+        for registry in ("_parameters", "_buffers", "_modules"):
+            d.setdefault(registry, {})
+        d.setdefault("_non_persistent_buffers_set", set())
+        for name in ("_forward_pre_hooks", "_forward_hooks"):
+            d[name] = HookDict(d.get(name, ()))
+        for name in ("_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs"):
+            d[name] = set(d.get(name, ()))
+        for registry in ("_parameters", "_buffers", "_modules"):
+            d.update(d[registry])
 
     def __getattr__(self, name):
         # Only reached when `name` is not in __dict__ (Note [Module attribute mirror]).
@@ -445,6 +469,10 @@ class Module:
                 if buf is not None:
                     buffers[name] = self.__dict__[name] = fn(buf)
         return self
+
+    def share_memory(self):
+        """Moves every parameter and buffer to shared memory (Note [Shared-memory tensors])."""
+        return self._apply(lambda t: t.share_memory_())
 
     def to(self, *args, **kwargs):
         """to(device), to(dtype), to(tensor), to(device, dtype); dtype casts apply only to

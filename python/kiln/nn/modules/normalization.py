@@ -81,3 +81,8 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+# PyTorch's module path for GroupNorm (torch.nn.modules.normalization); kiln defines it beside
+# batch norm, whose statistics code it shares.
+from kiln.nn.modules.batchnorm import GroupNorm  # noqa: E402,F401

@@ -9,14 +9,10 @@ from kiln.nn import functional as F
 from kiln.nn import init
 from kiln.nn.modules.container import ModuleList
 from kiln.nn.modules.dropout import Dropout
-from kiln.nn.modules.linear import Linear
+from kiln.nn.modules.linear import Linear, NonDynamicallyQuantizableLinear
 from kiln.nn.modules.module import Module
 from kiln.nn.modules.normalization import LayerNorm
 from kiln.nn.parameter import Parameter
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """MultiheadAttention's out_proj: a Linear under the class name PyTorch prints and saves."""
 
 
 def _additive_mask(mask, dtype, name):
