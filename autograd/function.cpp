@@ -7,6 +7,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/export_trace.h"
 #include "ops/view.h"
 
 namespace kiln {
@@ -58,6 +59,7 @@ std::string node_name(const std::string& op) {
 
 std::shared_ptr<Node> record(const std::string& name, const std::vector<Tensor>& inputs,
                              const std::vector<Tensor>& outputs, BackwardFn backward) {
+  tracing::check_recorded(name);  // Note [Export tracing]
   auto node = std::make_shared<LambdaNode>(node_name(name), std::move(backward));
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
@@ -75,6 +77,7 @@ std::shared_ptr<Node> record(const std::string& name, const std::vector<Tensor>&
 }
 
 void check_inplace(const Tensor& self, const char* op) {
+  tracing::check_not_inplace(op);  // Note [Export tracing]
   if (!GradMode::is_enabled()) return;
   KILN_CHECK(!(self.is_leaf() && self.requires_grad()), Runtime, "[", op,
              "] a leaf Variable that requires grad is being used in an in-place operation; "

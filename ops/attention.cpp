@@ -17,6 +17,7 @@
 #include "ops/creation.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/export_trace.h"
 #include "ops/linalg.h"
 #include "ops/nn_functional.h"
 #include "ops/philox_capture.h"
@@ -295,9 +296,11 @@ Tensor attention_fused(const Attention4d& a, AttentionParams p) {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const std::optional<Tensor>& attn_mask, double dropout_p,
                                     bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  tracing::OpScope scope("scaled_dot_product_attention");
   if (auto ac = autocast_args(kOp, {query, key, value, opt_arg(attn_mask)}))
-    return scaled_dot_product_attention((*ac)[0], (*ac)[1], (*ac)[2], ac->opt(3), dropout_p,
-                                        is_causal, scale, enable_gqa);
+    return scope.out(scaled_dot_product_attention((*ac)[0], (*ac)[1], (*ac)[2], ac->opt(3),
+                                                  dropout_p, is_causal, scale, enable_gqa),
+                     query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   KILN_CHECK(query.dim() >= 2 && key.dim() >= 2 && value.dim() >= 2, Runtime, "[", kOp,
              "] query, key and value must have at least 2 dims, got ", query.sizes(), ", ",
              key.sizes(), ", ", value.sizes());
@@ -341,14 +344,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   const bool mask_needs_grad = a.mask.defined() && needs_grad({a.mask});
   if (!mask_needs_grad) {
     Tensor out = attention_fused(a, p);
-    if (out.defined()) return reshape(out, a.out_shape);
+    if (out.defined())
+      return scope.out(reshape(out, a.out_shape), query, key, value, attn_mask, dropout_p,
+                       is_causal, scale, enable_gqa);
   }
   KILN_CHECK(flags.sdp_math, Runtime, "[", kOp, "] No available kernel. Aborting execution. "
              "The enabled backends (kiln.nn.attention.sdpa_kernel / kiln.backends.cuda."
              "enable_*_sdp) take none of: query ", query.sizes(), " ", query.dtype(), " on ", dev,
              mask_needs_grad ? ", an attn_mask that requires grad (only MATH computes its "
                                "gradient)" : "");
-  return reshape(attention_math(a, p), a.out_shape);
+  return scope.out(reshape(attention_math(a, p), a.out_shape), query, key, value, attn_mask,
+                   dropout_p, is_causal, scale, enable_gqa);
 }
 
 }  // namespace kiln

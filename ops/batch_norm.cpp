@@ -16,8 +16,9 @@
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
-#include "ops/memory_format.h"
 #include "ops/creation.h"
+#include "ops/export_trace.h"
+#include "ops/memory_format.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/view.h"
@@ -232,6 +233,7 @@ Tensor batch_norm_fused(const Tensor& input, const std::optional<Tensor>& runnin
 Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean,
                   const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, bool training, double momentum, double eps) {
+  tracing::OpScope scope("batch_norm");
   const char* op = "batch_norm";
   KILN_CHECK(input.dim() >= 2, Runtime,
              "[batch_norm] Expected input with at least 2 dims "
@@ -256,11 +258,13 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
                input.sizes());
   }
   if (input.numel() > 0 && backend(input.device()).batch_norm_forward)
-    return batch_norm_fused(input, running_mean, running_var, weight, bias, training, momentum,
-                            eps);
+    return scope.out(
+        batch_norm_fused(input, running_mean, running_var, weight, bias, training, momentum, eps),
+        input, running_mean, running_var, weight, bias, training, momentum, eps);
   if (!training) {
-    return normalize_affine(input, channel_view(*running_mean, input.dim()),
-                            channel_view(*running_var, input.dim()), eps, weight, bias);
+    return scope.out(normalize_affine(input, channel_view(*running_mean, input.dim()),
+                                      channel_view(*running_var, input.dim()), eps, weight, bias),
+                     input, running_mean, running_var, weight, bias, training, momentum, eps);
   }
   auto [var, mean] = var_mean(input, dims, 0.0, true);
   if (running_mean) update_running(*running_mean, mean, momentum);
@@ -268,7 +272,8 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
     double n = static_cast<double>(per_channel);
     update_running(*running_var, mul(var, Scalar(n / (n - 1.0))), momentum);
   }
-  return normalize_affine(input, mean, var, eps, weight, bias);
+  return scope.out(normalize_affine(input, mean, var, eps, weight, bias), input, running_mean,
+                   running_var, weight, bias, training, momentum, eps);
 }
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<Tensor>& weight,

@@ -10,6 +10,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/export_trace.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 
@@ -98,9 +99,11 @@ void check_nextafter(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  tracing::OpScope scope(op_name(op));
   if (op == BinaryOp::nextafter) check_nextafter(a, b);
   if (op == BinaryOp::pow)
-    if (auto ac = autocast_args("pow", {a, b})) return binary(op, (*ac)[0], (*ac)[1]);
+    if (auto ac = autocast_args("pow", {a, b}))
+      return scope.out(binary(op, (*ac)[0], (*ac)[1]), a, b);
   Tensor out = binary_compute(op, a, b);
   // needs_grad({a, b}) without copying the two handles into a list: every op runs this.
   if (is_floating(out.dtype()) && GradMode::is_enabled() &&
@@ -115,7 +118,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
       return binary_backward(op, g[0], sa.unpack(), sb.unpack(), sy.unpack(self));
     });
   }
-  return out;
+  return scope.out(out, a, b);
 }
 
 const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
@@ -169,6 +172,7 @@ Tensor rdiv(const Tensor& a, Scalar b) {
 Tensor rpow(const Tensor& a, Scalar b) { return pow(wrapped_scalar(b), a); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  tracing::OpScope scope("where");
   KILN_CHECK(cond.dtype() == DType::Bool, Runtime,
              "[where] expected condition to be a boolean tensor, but got a tensor with dtype ",
              cond.dtype());
@@ -188,7 +192,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       return {Tensor(), where(c, g[0], z), where(c, z, g[0])};
     });
   }
-  return out;
+  return scope.out(out, cond, a, b);
 }
 
 Tensor lerp(const Tensor& a, const Tensor& end, const Tensor& weight) {

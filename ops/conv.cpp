@@ -29,9 +29,10 @@
 #include "ops/conv_backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
-#include "ops/memory_format.h"
+#include "ops/export_trace.h"
 #include "ops/index.h"
 #include "ops/linalg.h"
+#include "ops/memory_format.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "ops/view.h"
@@ -490,16 +491,20 @@ Tensor conv_impl(const Tensor& input, const Tensor& weight, const std::optional<
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                const Dims& stride, const Dims& padding, const Dims& dilation, int64_t groups,
                const char* op) {
+  tracing::OpScope scope("conv_nd");
   check_arg(padding, stride.size(), "padding", 0, op);
-  return conv_impl(input, weight, bias, stride, padding, padding, dilation, groups, op);
+  return scope.out(conv_impl(input, weight, bias, stride, padding, padding, dilation, groups, op),
+                   input, weight, bias, stride, padding, dilation, groups, op);
 }
 
 Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                const Dims& stride, const std::string& padding, const Dims& dilation, int64_t groups,
                const char* op) {
+  tracing::OpScope scope("conv_nd_padding_mode");
   const size_t n = stride.size();
   if (padding == "valid")
-    return conv_impl(input, weight, bias, stride, Dims(n), Dims(n), dilation, groups, op);
+    return scope.out(conv_impl(input, weight, bias, stride, Dims(n), Dims(n), dilation, groups, op),
+                     input, weight, bias, stride, padding, dilation, groups, op);
   KILN_CHECK(padding == "same", Value, "[", op, "] Invalid padding string '", padding,
              "', expected 'same' or 'valid'");
   for (int64_t s : stride)
@@ -514,7 +519,8 @@ Tensor conv_nd(const Tensor& input, const Tensor& weight, const std::optional<Te
     lo[i] = total / 2;
     hi[i] = total - lo[i];
   }
-  return conv_impl(input, weight, bias, stride, lo, hi, dilation, groups, op);
+  return scope.out(conv_impl(input, weight, bias, stride, lo, hi, dilation, groups, op), input,
+                   weight, bias, stride, padding, dilation, groups, op);
 }
 
 Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,

@@ -9,6 +9,7 @@
 #ifdef KILN_WITH_CUDA
 #include "cuda/runtime.h"
 #endif
+#include "ops/export_trace.h"
 #include "ops/view.h"
 
 namespace kiln {
@@ -57,7 +58,8 @@ const Tensor& copy_(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor to_dtype(const Tensor& t, DType dtype, bool copy) {
-  if (t.dtype() == dtype && !copy) return t;
+  tracing::OpScope scope("to_dtype");
+  if (t.dtype() == dtype && !copy) return scope.out(t, t, dtype, copy);
   Tensor out = make_tensor(t.sizes(), dtype, t.device());
   copy_data(out, t);
   if (needs_grad({t}) && is_floating(dtype)) {
@@ -66,7 +68,7 @@ Tensor to_dtype(const Tensor& t, DType dtype, bool copy) {
       return {to_dtype(g[0], from)};
     });
   }
-  return out;
+  return scope.out(out, t, dtype, copy);
 }
 
 Tensor to_device(const Tensor& t, Device device, bool non_blocking, bool copy) {
@@ -99,7 +101,10 @@ Tensor clone(const Tensor& t) {
   return out;
 }
 
-Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+Tensor contiguous(const Tensor& t) {
+  tracing::OpScope scope("contiguous");
+  return scope.out(t.is_contiguous() ? t : clone(t), t);
+}
 
 Tensor detach(const Tensor& t) {
   auto impl = std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.storage_offset(),

@@ -13,6 +13,7 @@
 #include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/export_trace.h"
 #include "ops/reduce.h"
 
 namespace kiln {
@@ -50,6 +51,7 @@ Tensor wrapped_scalar(Scalar value) {
 }
 
 Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype, Device device) {
+  tracing::OpScope scope("arange");
   const bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
   DType dt = dtype ? *dtype : (all_int ? DType::Int64 : default_dtype());
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
@@ -100,10 +102,10 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
       }
     }
   });
-  if (device.is_cpu()) return cpu;
+  if (device.is_cpu()) return scope.out(cpu, start, end, step, dtype, device);
   Tensor out = empty({n}, dt, device, "arange");
   backend(out.device()).copy(out, cpu);
-  return out;
+  return scope.out(out, start, end, step, dtype, device);
 }
 
 namespace {

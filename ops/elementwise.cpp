@@ -9,6 +9,7 @@
 #include "ops/backend.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/export_trace.h"
 #include "ops/memory_format.h"
 #include "ops/view.h"
 
@@ -263,6 +264,7 @@ Tensor overwritten_history(const Tensor& value, const std::vector<Tensor>& input
 const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> others, const char* op,
                             const std::function<Tensor(const Tensor&)>& out_of_place,
                             const std::function<void()>& in_place) {
+  tracing::check_not_inplace(op);  // also for tensors without grad (Note [Export tracing])
   KILN_CHECK(!has_internal_overlap(self), Runtime, "[", op, "] unsupported operation: more than "
              "one element of the written-to tensor (shape ", self.sizes(), ", strides ",
              self.strides(), ") refers to a single memory location. Please clone() the tensor "

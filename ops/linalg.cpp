@@ -12,6 +12,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/export_trace.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "ops/view.h"
@@ -45,7 +46,8 @@ bool column_major(const Tensor& t) {
 }  // namespace
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  if (auto ac = autocast_args("bmm", {a, b})) return bmm((*ac)[0], (*ac)[1]);
+  tracing::OpScope scope("bmm");
+  if (auto ac = autocast_args("bmm", {a, b})) return scope.out(bmm((*ac)[0], (*ac)[1]), a, b);
   KILN_CHECK(a.dim() == 3 && b.dim() == 3, Runtime, "[bmm] batch1 and batch2 must be 3-D tensors, "
              "got shapes ", a.sizes(), " and ", b.sizes());
   KILN_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), Runtime,
@@ -79,26 +81,28 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
       return {ga, gb};
     });
   }
-  return out;
+  return scope.out(out, a, b);
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  if (auto ac = autocast_args("mm", {a, b})) return mm((*ac)[0], (*ac)[1]);
+  tracing::OpScope scope("mm");
+  if (auto ac = autocast_args("mm", {a, b})) return scope.out(mm((*ac)[0], (*ac)[1]), a, b);
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, Runtime, "[mm] expected 2-D tensors, got shapes ",
              a.sizes(), " and ", b.sizes());
   KILN_CHECK(a.size(1) == b.size(0), Runtime, "[mm] mat1 and mat2 shapes cannot be multiplied (",
              a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
-  return squeeze(bmm(unsqueeze(a, 0), unsqueeze(b, 0)), std::vector<int64_t>{0});
+  return scope.out(squeeze(bmm(unsqueeze(a, 0), unsqueeze(b, 0)), std::vector<int64_t>{0}), a, b);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (auto ac = autocast_args("matmul", {a, b})) return matmul((*ac)[0], (*ac)[1]);
+  tracing::OpScope scope("matmul");
+  if (auto ac = autocast_args("matmul", {a, b})) return scope.out(matmul((*ac)[0], (*ac)[1]), a, b);
   KILN_CHECK(a.dim() > 0 && b.dim() > 0, Runtime,
              "[matmul] both arguments to matmul need to be at least 1D, but they are ", a.dim(),
              "D and ", b.dim(), "D");
-  if (a.dim() == 1 && b.dim() == 1) return dot(a, b);
-  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
-  if (a.dim() == 2 && b.dim() == 1) return mv(a, b);
+  if (a.dim() == 1 && b.dim() == 1) return scope.out(dot(a, b), a, b);
+  if (a.dim() == 2 && b.dim() == 2) return scope.out(mm(a, b), a, b);
+  if (a.dim() == 2 && b.dim() == 1) return scope.out(mv(a, b), a, b);
   if (a.dim() >= 3 && b.dim() <= 2) {
     // [..., m, k] @ [k, n] (or [k]) is one GEMM over all rows, as in PyTorch: broadcasting b
     // over a's batch would run a batched GEMM against an expanded weight, whose gradient is a
@@ -108,9 +112,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                " in the contracted dimension)");
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
     Tensor rows = reshape(a, {checked_numel(out_shape, "matmul"), a.size(-1)});
-    if (b.dim() == 1) return reshape(mv(rows, b), out_shape);
+    if (b.dim() == 1) return scope.out(reshape(mv(rows, b), out_shape), a, b);
     out_shape.push_back(b.size(1));
-    return reshape(mm(rows, b), out_shape);
+    return scope.out(reshape(mm(rows, b), out_shape), a, b);
   }
   // Promote vectors to matrices, broadcast the batch dims, multiply, undo.
   Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;
@@ -128,7 +132,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   if (a.dim() > 1) out_shape.push_back(m);
   if (b.dim() > 1) out_shape.push_back(n);
-  return reshape(out, out_shape);
+  return scope.out(reshape(out, out_shape), a, b);
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {

@@ -12,6 +12,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/export_trace.h"
 #include "ops/linalg.h"
 #include "ops/linear_backend.h"
 #include "ops/reduce.h"
@@ -169,15 +170,19 @@ Tensor row_scatter_add_compute(const Tensor& src, const Tensor& index, int64_t r
 int64_t implicit_softmax_dim(int64_t ndim) { return ndim == 0 || ndim == 1 || ndim == 3 ? 0 : 1; }
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  tracing::OpScope scope("softmax");
   if (!dtype)
-    if (auto ac = autocast_args("softmax", {x})) return softmax((*ac)[0], dim);
-  return softmax_impl(x, dim, dtype, false);
+    if (auto ac = autocast_args("softmax", {x}))
+      return scope.out(softmax((*ac)[0], dim), x, dim, dtype);
+  return scope.out(softmax_impl(x, dim, dtype, false), x, dim, dtype);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  tracing::OpScope scope("log_softmax");
   if (!dtype)
-    if (auto ac = autocast_args("log_softmax", {x})) return log_softmax((*ac)[0], dim);
-  return softmax_impl(x, dim, dtype, true);
+    if (auto ac = autocast_args("log_softmax", {x}))
+      return scope.out(log_softmax((*ac)[0], dim), x, dim, dtype);
+  return scope.out(softmax_impl(x, dim, dtype, true), x, dim, dtype);
 }
 
 Tensor softmin(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
@@ -341,8 +346,9 @@ Tensor linear_fused(const Tensor& input, const Tensor& weight, const std::option
 }  // namespace
 
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  tracing::OpScope scope("linear");
   if (auto ac = autocast_args("linear", {input, weight, opt_arg(bias)}))
-    return linear((*ac)[0], (*ac)[1], ac->opt(2));
+    return scope.out(linear((*ac)[0], (*ac)[1], ac->opt(2)), input, weight, bias);
   KILN_CHECK(weight.dim() == 1 || weight.dim() == 2, Runtime,
              "[linear] weight must be 1-D or 2-D [out_features, in_features], got shape ",
              weight.sizes());
@@ -351,13 +357,14 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
              ", weight ", weight.sizes());
   if (fusable_linear(input, weight, bias)) {
     Tensor out = linear_fused(input, weight, bias);
-    if (out.defined()) return out;
+    if (out.defined()) return scope.out(out, input, weight, bias);
   }
-  return linear_composite(input, weight, bias);
+  return scope.out(linear_composite(input, weight, bias), input, weight, bias);
 }
 
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx,
                  bool scale_grad_by_freq) {
+  tracing::OpScope scope("embedding");
   KILN_CHECK(input.dtype() == DType::Int64 || input.dtype() == DType::Int32, Runtime,
              "[embedding] indices must be int64 or int32, got ", input.dtype());
   KILN_CHECK(weight.dim() == 2, Runtime, "[embedding] weight must be 2-D, got shape ",
@@ -400,7 +407,7 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
              return {scatter_add_rows(rows_grad, index, rows)};
            });
   }
-  return out;
+  return scope.out(out, input, weight, padding_idx, scale_grad_by_freq);
 }
 
 Tensor one_hot(const Tensor& input, int64_t num_classes) {

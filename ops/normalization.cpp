@@ -14,6 +14,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/export_trace.h"
 #include "ops/nn_functional.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
@@ -162,13 +163,16 @@ Tensor layer_norm_fused(const Tensor& input, const std::vector<int64_t>& dims, c
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps) {
+  tracing::OpScope scope("layer_norm");
   if (auto ac = autocast_args("layer_norm", {input, opt_arg(weight), opt_arg(bias)}))
-    return layer_norm((*ac)[0], normalized_shape, ac->opt(1), ac->opt(2), eps);
+    return scope.out(layer_norm((*ac)[0], normalized_shape, ac->opt(1), ac->opt(2), eps), input,
+                     normalized_shape, weight, bias, eps);
   std::vector<int64_t> dims = norm_dims(input, normalized_shape, weight, bias, "layer_norm");
   if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
       fused_operand(weight, input) && fused_operand(bias, input))
-    return layer_norm_fused(input, dims, weight ? *weight : Tensor(), bias ? *bias : Tensor(), eps,
-                            false);
+    return scope.out(layer_norm_fused(input, dims, weight ? *weight : Tensor(),
+                                      bias ? *bias : Tensor(), eps, false),
+                     input, normalized_shape, weight, bias, eps);
   // Half inputs normalize in float32: their variance loses too many bits otherwise.
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor centered = sub(x, mean(x, dims, true));
@@ -176,11 +180,12 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
   Tensor y = to_dtype(mul(centered, rsqrt(add(var, Scalar(eps)))), input.dtype());
   if (weight) y = mul(y, *weight);
   if (bias) y = add(y, *bias);
-  return y;
+  return scope.out(y, input, normalized_shape, weight, bias, eps);
 }
 
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
                 const std::optional<Tensor>& weight, std::optional<double> eps) {
+  tracing::OpScope scope("rms_norm");
   // Not on the autocast lists (PyTorch 2.11 keeps rms_norm in its input's
   // dtype under CUDA autocast), and its inner ops must not autocast either;
   // half inputs still compute in float32 inside.
@@ -189,10 +194,11 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
   const double e = eps ? *eps : machine_epsilon(input.dtype());
   if (input.numel() > 0 && backend(input.device()).layer_norm_forward &&
       fused_operand(weight, input))
-    return layer_norm_fused(input, dims, weight ? *weight : Tensor(), Tensor(), e, true);
+    return scope.out(layer_norm_fused(input, dims, weight ? *weight : Tensor(), Tensor(), e, true),
+                     input, normalized_shape, weight, eps);
   Tensor x = is_half(input.dtype()) ? to_dtype(input, DType::Float32) : input;
   Tensor y = to_dtype(mul(x, rsqrt(add(mean(mul(x, x), dims, true), Scalar(e)))), input.dtype());
-  return weight ? mul(y, *weight) : y;
+  return scope.out(weight ? mul(y, *weight) : y, input, normalized_shape, weight, eps);
 }
 
 Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {

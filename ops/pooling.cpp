@@ -23,6 +23,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/export_trace.h"
 #include "ops/index.h"
 #include "ops/memory_format.h"
 #include "ops/pool2d.h"
@@ -322,6 +323,7 @@ bool has_direct_kernels(const Tensor& x, size_t spatial) {
 std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_size,
                                       const Dims& stride_arg, const Dims& padding,
                                       const Dims& dilation, bool ceil_mode, const char* op) {
+  tracing::OpScope scope("max_pool_nd");
   const size_t n = kernel_size.size();
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
@@ -332,7 +334,9 @@ std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_si
     Pool2dParams p = pool_params(x, out, kernel_size, stride, padding, dilation);
     Tensor x4 = as_4d(x, p);
     auto [y, idx] = max_pool2d_direct(x4, p);
-    return {from_4d(y, x, unbatched), from_4d(idx, x, unbatched)};
+    return scope.out(
+        std::pair<Tensor, Tensor>{from_4d(y, x, unbatched), from_4d(idx, x, unbatched)}, input,
+        kernel_size, stride_arg, padding, dilation, ceil_mode, op);
   }
   std::vector<DimTable> dims(n);
   for (size_t i = 0; i < n; ++i) {
@@ -349,12 +353,14 @@ std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_si
       }
     }
   }
-  return windowed_max(x, dims, unbatched);
+  return scope.out(windowed_max(x, dims, unbatched), input, kernel_size, stride_arg, padding,
+                   dilation, ceil_mode, op);
 }
 
 Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& stride_arg,
                    const Dims& padding, bool ceil_mode, bool count_include_pad,
                    std::optional<int64_t> divisor_override, const char* op) {
+  tracing::OpScope scope("avg_pool_nd");
   const size_t n = kernel_size.size();
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
@@ -368,7 +374,8 @@ Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& str
     p.count_include_pad = count_include_pad;
     p.divisor = divisor_override.value_or(0);
     Tensor x4 = as_4d(x, p);
-    return from_4d(avg_pool2d_direct(x4, p), x, unbatched);
+    return scope.out(from_4d(avg_pool2d_direct(x4, p), x, unbatched), input, kernel_size,
+                     stride_arg, padding, ceil_mode, count_include_pad, divisor_override, op);
   }
   // The divisor of a window is a product over dims, so each dim's table
   // carries its own factor: the count of (padded or real) elements it covers.
@@ -394,7 +401,8 @@ Tensor avg_pool_nd(const Tensor& input, const Dims& kernel_size, const Dims& str
       }
     }
   }
-  return weighted_sum(x, dims, unbatched);
+  return scope.out(weighted_sum(x, dims, unbatched), input, kernel_size, stride_arg, padding,
+                   ceil_mode, count_include_pad, divisor_override, op);
 }
 
 namespace {
@@ -434,6 +442,7 @@ std::vector<DimTable> adaptive_dims(const Tensor& x, const Dims& out, bool avera
 }  // namespace
 
 Tensor adaptive_avg_pool_nd(const Tensor& input, const Dims& output_size, const char* op) {
+  tracing::OpScope scope("adaptive_avg_pool_nd");
   const size_t n = output_size.size();
   Tensor x = input;
   bool unbatched = batchify(x, n, op);
@@ -444,14 +453,14 @@ Tensor adaptive_avg_pool_nd(const Tensor& input, const Dims& output_size, const 
       std::vector<int64_t> spatial;
       for (int64_t d = 2; d < x.dim(); ++d) spatial.push_back(d);
       Tensor y = mean(x, spatial, true);
-      return unbatched ? squeeze(y, std::vector<int64_t>{0}) : y;
+      return scope.out(unbatched ? squeeze(y, std::vector<int64_t>{0}) : y, input, output_size, op);
     }
     Pool2dParams p = pool_params(x, out, Dims(n, 1), Dims(n, 1), Dims(n, 0), Dims(n, 1));
     p.adaptive = true;
     Tensor x4 = as_4d(x, p);
-    return from_4d(avg_pool2d_direct(x4, p), x, unbatched);
+    return scope.out(from_4d(avg_pool2d_direct(x4, p), x, unbatched), input, output_size, op);
   }
-  return weighted_sum(x, adaptive_dims(x, out, true), unbatched);
+  return scope.out(weighted_sum(x, adaptive_dims(x, out, true), unbatched), input, output_size, op);
 }
 
 std::pair<Tensor, Tensor> adaptive_max_pool_nd(const Tensor& input, const Dims& output_size,

@@ -14,6 +14,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/export_trace.h"
 #include "ops/unary.h"
 #include "ops/view.h"
 
@@ -288,8 +289,9 @@ Tensor reduce_compute(ReduceOp op, const Tensor& x, const DimList& dims_opt, boo
 }
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  tracing::OpScope scope("sum");
   if (auto ac = autocast_args("sum", {x}, dtype.has_value()))
-    return sum((*ac)[0], dims, keepdim, dtype);
+    return scope.out(sum((*ac)[0], dims, keepdim, dtype), x, dims, keepdim, dtype);
   DType dt = accumulate_dtype(x, dtype);
   Tensor out = reduce_compute(ReduceOp::Sum, x, dims, keepdim, dt, "sum");
   if (is_floating(dt) && needs_grad({x})) {
@@ -299,10 +301,11 @@ Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DTy
       return {expand(unsqueeze_reduced(g[0], in_shape, wrapped, keepdim), in_shape)};
     });
   }
-  return out;
+  return scope.out(out, x, dims, keepdim, dtype);
 }
 
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  tracing::OpScope scope("mean");
   DType dt = dtype ? *dtype : x.dtype();
   KILN_CHECK(is_floating(dt), Runtime,
              "[mean] mean(): could not infer output dtype. Input dtype must be either a floating "
@@ -312,9 +315,12 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
   for (int64_t d : wrapped) count *= x.sizes()[d];
   // Half types sum and divide in float32: their sum may overflow where the mean does not.
   if (dt == DType::Float16 || dt == DType::BFloat16)
-    return to_dtype(div(sum(x, dims, keepdim, DType::Float32), Scalar(static_cast<double>(count))),
-                    dt);
-  return div(sum(x, dims, keepdim, dt), Scalar(static_cast<double>(count)));
+    return scope.out(
+        to_dtype(div(sum(x, dims, keepdim, DType::Float32), Scalar(static_cast<double>(count))),
+                 dt),
+        x, dims, keepdim, dtype);
+  return scope.out(div(sum(x, dims, keepdim, dt), Scalar(static_cast<double>(count))), x, dims,
+                   keepdim, dtype);
 }
 
 Tensor prod(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {

@@ -12,6 +12,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/export_trace.h"
 #include "ops/index.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -44,7 +45,8 @@ bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (auto ac = autocast_args("cat", tensors)) return cat(ac->all(), dim);
+  tracing::OpScope scope("cat");
+  if (auto ac = autocast_args("cat", tensors)) return scope.out(cat(ac->all(), dim), tensors, dim);
   KILN_CHECK(!tensors.empty(), Value, "[cat] expected a non-empty list of Tensors");
   DType dtype = list_dtype(tensors, "cat");
   const Tensor* ref = nullptr;
@@ -98,7 +100,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       return r;
     });
   }
-  return out;
+  return scope.out(out, tensors, dim);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -212,6 +214,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  tracing::OpScope scope("split");
   KILN_CHECK(x.dim() > 0, Runtime, "[split] split expects at least a 1-dimensional tensor");
   int64_t d = wrap_dim(dim, x.dim(), "split");
   int64_t n = x.sizes()[d];
@@ -223,18 +226,20 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   int64_t count = split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
   std::vector<int64_t> sizes(count, split_size);
   sizes.back() = n - split_size * (count - 1);
-  return split_with_sizes(x, sizes, d);
+  return scope.outs(split_with_sizes(x, sizes, d), x, split_size, dim);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  tracing::OpScope scope("chunk");
   KILN_CHECK(x.dim() > 0, Runtime, "[chunk] chunk expects at least a 1-dimensional tensor");
   KILN_CHECK(chunks > 0, Runtime,
              "[chunk] chunk expects `chunks` to be greater than 0, got: ", chunks);
   int64_t d = wrap_dim(dim, x.dim(), "chunk");
   int64_t n = x.sizes()[d];
   // An empty dim still yields `chunks` (empty) pieces, as in PyTorch.
-  if (n == 0) return split_with_sizes(x, std::vector<int64_t>(chunks, 0), d);
-  return split(x, (n + chunks - 1) / chunks, d);
+  if (n == 0)
+    return scope.outs(split_with_sizes(x, std::vector<int64_t>(chunks, 0), d), x, chunks, dim);
+  return scope.outs(split(x, (n + chunks - 1) / chunks, d), x, chunks, dim);
 }
 
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {

@@ -12,6 +12,7 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/export_trace.h"
 
 namespace kiln {
 
@@ -163,9 +164,27 @@ bool autocasts(UnaryOp op) {
 }
 }  // namespace
 
+namespace {
+// Simple ops record their input only; parametric ones also their UnaryParams, in field order
+// (runtime/op_runners.cpp reads them back).
+Tensor traced(tracing::OpScope& scope, UnaryOp op, Tensor out, const Tensor& x,
+              const UnaryParams& p) {
+  switch (op) {
+#define KILN_PARAM_CASE(name, kind, autocast) case UnaryOp::name:
+    KILN_UNARY_PARAM_OPS(KILN_PARAM_CASE)
+#undef KILN_PARAM_CASE
+    return scope.out(out, x, p.a, p.b, p.c, p.has_a, p.has_b);
+    default:
+      return scope.out(out, x);
+  }
+}
+}  // namespace
+
 Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
+  tracing::OpScope scope(op_name(op));
   if (autocast_active() && autocasts(op))
-    if (auto ac = autocast_args(op_name(op), {x})) return unary(op, (*ac)[0], p);
+    if (auto ac = autocast_args(op_name(op), {x}))
+      return traced(scope, op, unary(op, (*ac)[0], p), x, p);
   Tensor out = unary_compute(op, x, p);
   if (is_floating(out.dtype()) && needs_grad({x})) {
     SavedTensor sx = saves_input(op) ? SavedTensor(x) : SavedTensor();
@@ -174,7 +193,7 @@ Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& p) {
       return {unary_backward(op, g[0], sx.unpack(), sy.unpack(self), p)};
     });
   }
-  return out;
+  return traced(scope, op, out, x, p);
 }
 
 const Tensor& unary_(UnaryOp op, const Tensor& self, const UnaryParams& p) {

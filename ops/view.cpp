@@ -9,6 +9,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/export_trace.h"
 #include "ops/index.h"
 
 namespace kiln {
@@ -46,6 +47,7 @@ Tensor embed_grad(const char* name, const Tensor& g, const Shape& in_shape, F ta
 }  // namespace
 
 Tensor view(const Tensor& t, const Shape& shape) {
+  tracing::OpScope scope("view");
   Shape target = infer_size(shape, t.numel(), "view");
   Shape strides;
   if (t.is_contiguous()) strides = contiguous_strides(target);
@@ -55,18 +57,22 @@ Tensor view(const Tensor& t, const Shape& shape) {
              " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) "
              "instead.");
   Shape in_shape = t.sizes();
-  return record_view("view", t, make_view(t, target, strides, t.storage_offset()),
-                     [in_shape](const Tensor& g) { return reshape(g, in_shape); });
+  return scope.out(record_view("view", t, make_view(t, target, strides, t.storage_offset()),
+                               [in_shape](const Tensor& g) { return reshape(g, in_shape); }),
+                   t, shape);
 }
 
 Tensor reshape(const Tensor& t, const Shape& shape) {
+  tracing::OpScope scope("reshape");
   Shape target = infer_size(shape, t.numel(), "reshape");
   Shape strides;
-  if (compute_view_strides(t.sizes(), t.strides(), target, &strides)) return view(t, target);
-  return view(clone(t), target);
+  if (compute_view_strides(t.sizes(), t.strides(), target, &strides))
+    return scope.out(view(t, target), t, shape);
+  return scope.out(view(clone(t), target), t, shape);
 }
 
 Tensor expand(const Tensor& t, const Shape& shape) {
+  tracing::OpScope scope("expand");
   const int64_t nd = static_cast<int64_t>(shape.size());
   KILN_CHECK(nd >= t.dim(), Runtime, "[expand] the number of sizes provided (", nd,
              ") must be greater or equal to the number of dimensions in the tensor (", t.dim(),
@@ -90,14 +96,16 @@ Tensor expand(const Tensor& t, const Shape& shape) {
       strides[i] = 0;
     }
   }
-  if (sizes == t.sizes()) return t;
+  if (sizes == t.sizes()) return scope.out(t, t, shape);
   checked_numel(sizes, "expand");
   // The engine sums broadcast gradients down to the input's shape.
-  return record_view("expand", t, make_view(t, sizes, strides, t.storage_offset()),
-                     [](const Tensor& g) { return g; });
+  return scope.out(record_view("expand", t, make_view(t, sizes, strides, t.storage_offset()),
+                               [](const Tensor& g) { return g; }),
+                   t, shape);
 }
 
 Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
+  tracing::OpScope scope("permute");
   KILN_CHECK(static_cast<int64_t>(dims.size()) == t.dim(), Runtime,
              "[permute] number of dims don't match in permute: input has ", t.dim(),
              " dims but dims has ", dims.size(), " entries");
@@ -114,27 +122,30 @@ Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
   }
   std::vector<int64_t> inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[wrapped[i]] = static_cast<int64_t>(i);
-  return record_view("permute", t, make_view(t, sizes, strides, t.storage_offset()),
-                     [inverse](const Tensor& g) { return permute(g, inverse); });
+  return scope.out(record_view("permute", t, make_view(t, sizes, strides, t.storage_offset()),
+                               [inverse](const Tensor& g) { return permute(g, inverse); }),
+                   t, dims);
 }
 
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
+  tracing::OpScope scope("transpose");
   if (t.dim() == 0) {
     wrap_dim(dim0, 0, "transpose");
     wrap_dim(dim1, 0, "transpose");
-    return t;
+    return scope.out(t, t, dim0, dim1);
   }
   int64_t a = wrap_dim(dim0, t.dim(), "transpose"), b = wrap_dim(dim1, t.dim(), "transpose");
   std::vector<int64_t> dims(t.dim());
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[a], dims[b]);
-  return permute(t, dims);
+  return scope.out(permute(t, dims), t, dim0, dim1);
 }
 
 Tensor t(const Tensor& x) {
+  tracing::OpScope scope("t");
   KILN_CHECK(x.dim() <= 2, Runtime, "[t] t() expects a tensor with <= 2 dimensions, but self is ",
              x.dim(), "D");
-  return x.dim() < 2 ? x : transpose(x, 0, 1);
+  return scope.out(x.dim() < 2 ? x : transpose(x, 0, 1), x);
 }
 
 Tensor mT(const Tensor& x) {
@@ -145,6 +156,7 @@ Tensor mT(const Tensor& x) {
 }
 
 Tensor squeeze(const Tensor& x, std::optional<std::vector<int64_t>> dims) {
+  tracing::OpScope scope("squeeze");
   std::vector<bool> drop(x.dim(), false);
   if (dims) {
     for (int64_t d : *dims) {
@@ -160,23 +172,28 @@ Tensor squeeze(const Tensor& x, std::optional<std::vector<int64_t>> dims) {
     sizes.push_back(x.sizes()[i]);
     strides.push_back(x.strides()[i]);
   }
-  if (sizes.size() == static_cast<size_t>(x.dim())) return x;
+  if (sizes.size() == static_cast<size_t>(x.dim())) return scope.out(x, x, dims);
   Shape in_shape = x.sizes();
-  return record_view("squeeze", x, make_view(x, sizes, strides, x.storage_offset()),
-                     [in_shape](const Tensor& g) { return reshape(g, in_shape); });
+  return scope.out(record_view("squeeze", x, make_view(x, sizes, strides, x.storage_offset()),
+                               [in_shape](const Tensor& g) { return reshape(g, in_shape); }),
+                   x, dims);
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  tracing::OpScope scope("unsqueeze");
   int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape sizes = x.sizes(), strides = x.strides();
   int64_t st = d < x.dim() ? x.sizes()[d] * x.strides()[d] : 1;
   sizes.insert(sizes.begin() + d, 1);
   strides.insert(strides.begin() + d, st);
-  return record_view("unsqueeze", x, make_view(x, sizes, strides, x.storage_offset()),
-                     [d](const Tensor& g) { return squeeze(g, std::vector<int64_t>{d}); });
+  return scope.out(
+      record_view("unsqueeze", x, make_view(x, sizes, strides, x.storage_offset()),
+                  [d](const Tensor& g) { return squeeze(g, std::vector<int64_t>{d}); }),
+      x, dim);
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  tracing::OpScope scope("select");
   KILN_CHECK(x.dim() > 0, Index, "[select] select() cannot be applied to a 0-dim tensor.");
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t size = x.sizes()[d];
@@ -188,16 +205,18 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
   Shape in_shape = x.sizes();
-  return record_view("select", x, make_view(x, sizes, strides, offset),
-                     [in_shape, d, index](const Tensor& g) {
-                       return embed_grad(
-                           "select_backward", g, in_shape,
-                           [d, index](const Tensor& z) { return select(z, d, index); });
-                     });
+  return scope.out(record_view("select", x, make_view(x, sizes, strides, offset),
+                               [in_shape, d, index](const Tensor& g) {
+                                 return embed_grad(
+                                     "select_backward", g, in_shape,
+                                     [d, index](const Tensor& z) { return select(z, d, index); });
+                               }),
+                   x, dim, index);
 }
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
              std::optional<int64_t> end_opt, int64_t step) {
+  tracing::OpScope scope("slice");
   KILN_CHECK(x.dim() > 0, Index, "[slice] slice() cannot be applied to a 0-dim tensor.");
   KILN_CHECK(step > 0, Value, "[slice] step must be greater than zero, got ", step);
   int64_t d = wrap_dim(dim, x.dim(), "slice");
@@ -215,16 +234,18 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt,
   int64_t scaled;
   if (!mul_overflows(strides[d], step, &scaled)) strides[d] = scaled;
   Shape in_shape = x.sizes();
-  return record_view("slice", x, make_view(x, sizes, strides, offset),
-                     [in_shape, d, start, end, step](const Tensor& g) {
-                       return embed_grad("slice_backward", g, in_shape,
-                                         [d, start, end, step](const Tensor& z) {
-                                           return slice(z, d, start, end, step);
-                                         });
-                     });
+  return scope.out(record_view("slice", x, make_view(x, sizes, strides, offset),
+                               [in_shape, d, start, end, step](const Tensor& g) {
+                                 return embed_grad("slice_backward", g, in_shape,
+                                                   [d, start, end, step](const Tensor& z) {
+                                                     return slice(z, d, start, end, step);
+                                                   });
+                               }),
+                   x, dim, start_opt, end_opt, step);
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  tracing::OpScope scope("narrow");
   KILN_CHECK(x.dim() > 0, Index, "[narrow] narrow() cannot be applied to a 0-dim tensor.");
   int64_t d = wrap_dim(dim, x.dim(), "narrow");
   int64_t size = x.sizes()[d];
@@ -233,30 +254,32 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   if (start < 0) start += size;
   KILN_CHECK(length >= 0 && start + length <= size, Runtime, "[narrow] start (", start,
              ") + length (", length, ") exceeds dimension size (", size, ").");
-  return slice(x, d, start, start + length, 1);
+  return scope.out(slice(x, d, start, start + length, 1), x, dim, start, length);
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  if (x.dim() == 0) return reshape(x, {1});
+  tracing::OpScope scope("flatten");
+  if (x.dim() == 0) return scope.out(reshape(x, {1}), x, start_dim, end_dim);
   int64_t s = wrap_dim(start_dim, x.dim(), "flatten"), e = wrap_dim(end_dim, x.dim(), "flatten");
   KILN_CHECK(s <= e, Runtime, "[flatten] start_dim (", s, ") cannot come after end_dim (", e, ")");
-  if (s == e) return x;
+  if (s == e) return scope.out(x, x, start_dim, end_dim);
   Shape shape(x.sizes().begin(), x.sizes().begin() + s);
   int64_t prod = 1;
   for (int64_t i = s; i <= e; ++i) prod *= x.sizes()[i];
   shape.push_back(prod);
   shape.insert(shape.end(), x.sizes().begin() + e + 1, x.sizes().end());
-  return reshape(x, shape);
+  return scope.out(reshape(x, shape), x, start_dim, end_dim);
 }
 
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  tracing::OpScope scope("unflatten");
   int64_t d = wrap_dim(dim, x.dim(), "unflatten");
   KILN_CHECK(!sizes.empty(), Runtime, "[unflatten] sizes must be non-empty");
   Shape inner = infer_size(sizes, x.sizes()[d], "unflatten");
   Shape shape(x.sizes().begin(), x.sizes().begin() + d);
   shape.insert(shape.end(), inner.begin(), inner.end());
   shape.insert(shape.end(), x.sizes().begin() + d + 1, x.sizes().end());
-  return view(x, shape);
+  return scope.out(view(x, shape), x, dim, sizes);
 }
 
 Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {

@@ -9,6 +9,10 @@ using namespace kiln::python;
 
 namespace kiln::python {
 
+// kiln._C._export (bind_export.cpp). Declared here rather than in bindings.h so that adding it
+// does not recompile every binding file.
+void init_export(pybind11::module_& m);
+
 void init_errors(py::module_& m) {
   // kiln.OutOfMemoryError is a RuntimeError, as torch.OutOfMemoryError is.
   static py::exception<kiln::Error> oom(m, "OutOfMemoryError", PyExc_RuntimeError);
@@ -61,4 +65,5 @@ PYBIND11_MODULE(_C, m) {
   init_distributed(m);
   init_build_info(m);
   init_dlpack(m, cls);
+  init_export(m);
 }

@@ -12,6 +12,7 @@
 #include "ops/copy.h"
 #include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
+#include "ops/export_trace.h"
 #include "python/casters.h"
 
 namespace kiln::python {
@@ -238,6 +239,7 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
 }
 
 py::object to_numpy(const Tensor& t) {
+  tracing::check_host_read(t, ".numpy()");
   KILN_CHECK(t.device().is_cpu(), Type, "[numpy] can't convert ", t.device(),
              " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory "
              "first.");
@@ -260,6 +262,7 @@ py::object to_numpy(const Tensor& t) {
 }
 
 py::object item(const Tensor& t) {
+  tracing::check_host_read(t, ".item() (or bool/int/float of a tensor)");
   KILN_CHECK(t.numel() == 1, Runtime, "[item] a Tensor with ", t.numel(),
              " elements cannot be converted to Scalar");
   Tensor c = t.device().is_cpu() ? t : to_device(detach(t), Device());
@@ -277,6 +280,7 @@ py::object item(const Tensor& t) {
 }
 
 py::object to_list(const Tensor& t) {
+  tracing::check_host_read(t, ".tolist()");
   Tensor c = t.device().is_cpu() ? t : to_device(detach(t), Device());
   return dispatch_all(c.dtype(), "tolist", [&](auto tag) -> py::object {
     using T = typename decltype(tag)::type;
