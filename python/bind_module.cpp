@@ -57,6 +57,7 @@ PYBIND11_MODULE(_C, m) {
   init_random(m, cls);
   init_autograd(m, cls);
   init_cuda(m);
+  init_nvrtc(m);
   init_flags(m);
   init_optim(m);
   init_amp(m);

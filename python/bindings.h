@@ -30,6 +30,8 @@ void init_nn(pybind11::module_& m, TensorClass& cls);
 void init_random(pybind11::module_& m, TensorClass& cls);
 void init_autograd(pybind11::module_& m, TensorClass& cls);
 void init_cuda(pybind11::module_& m);
+// kiln.cuda.RawKernel's compiler and launcher (bind_nvrtc.cpp; empty without CUDA).
+void init_nvrtc(pybind11::module_& m);
 void init_flags(pybind11::module_& m);
 void init_optim(pybind11::module_& m);
 void init_amp(pybind11::module_& m);

@@ -31,6 +31,9 @@ from kiln.cuda.graphs import (  # noqa: F401
     is_current_stream_capturing,
     make_graphed_callables,
 )
+from kiln.cuda._raw_kernel import CompileException, RawKernel, RawModule  # noqa: F401
+from kiln.cuda._elementwise_kernel import ElementwiseKernel  # noqa: F401
+from kiln.cuda._reduction_kernel import ReductionKernel  # noqa: F401
 from kiln.cuda.random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,

@@ -1,0 +1,332 @@
+"""Custom kernels without a GPU: parameter parsing, the generated CUDA C++ (compiled by NVRTC
+for sm_90, which needs no GPU), the kernel cache's keys and files (a second process compiles
+nothing), compile errors with NVRTC's log, and the errors kiln gives before any launch."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.cuda import _kernel_cache, _kernel_params as kp
+from kiln.cuda._elementwise_kernel import generate_source as elementwise_source
+from kiln.cuda._reduction_kernel import generate_source as reduction_source
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ALL_DTYPES = list(kp.C_TYPES)
+
+
+def nvrtc_usable():
+    try:
+        kiln._C._nvrtc_version()
+        return True
+    except Exception:
+        return False
+
+
+requires_nvrtc = pytest.mark.skipif(not hasattr(kiln._C, "_nvrtc_compile") or not nvrtc_usable(),
+                                    reason="kiln built without CUDA, or no NVRTC")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_KERNEL_CACHE_DIR", str(tmp_path / "kernels"))
+    _kernel_cache.clear_memory_cache()
+    yield tmp_path / "kernels"
+    _kernel_cache.clear_memory_cache()
+
+
+# --- parameter lists -----------------------------------------------------------------------
+
+def test_params_parse_typed_generic_and_raw():
+    ps = kp.parse_params("float32 x, T y, raw U table", True, "k")
+    assert [(p.name, p.type, p.raw, p.is_typed) for p in ps] == [
+        ("x", "float32", False, True), ("y", "T", False, False), ("table", "U", True, False)]
+    assert kp.parse_params("", False, "k") == ()
+    assert kp.parse_params("float a, half b", True, "k")[0].type == "float64"  # NumPy aliases
+    assert kp.parse_params("float a, half b", True, "k")[1].type == "float16"
+
+
+@pytest.mark.parametrize("text, match", [
+    ("float32", "cannot parse parameter 'float32'"),
+    ("raw float32 x y", "cannot parse"),
+    ("float32 i", "'i' is reserved"),
+    ("T _x", "'_x' is reserved"),
+    ("T x, T x", "'x' appears twice"),
+    ("float32 2x", "'2x' is not a valid name"),
+])
+def test_bad_params_name_the_parameter(text, match):
+    with pytest.raises(ValueError, match=match):
+        kp.parse_params(text, True, "ElementwiseKernel k")
+
+
+def test_kernel_constructors_check_their_arguments():
+    with pytest.raises(ValueError, match=r"\[ElementwiseKernel add\] parameter name 'x' is both"):
+        kiln.cuda.ElementwiseKernel("T x", "T x", "x = x", "add")
+    with pytest.raises(ValueError, match="at least one output"):
+        kiln.cuda.ElementwiseKernel("T x", "", "", "k")
+    with pytest.raises(ValueError, match="C identifier"):
+        kiln.cuda.ElementwiseKernel("T x", "T y", "y = x", "my kernel")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        kiln.cuda.ElementwiseKernel("T x", "T y", "y = x", "k", bogus=1)
+    with pytest.raises(ValueError, match="exactly one output"):
+        kiln.cuda.ReductionKernel("T x", "T y, T z", "x", "a + b", "y = a", "0", "r")
+    with pytest.raises(TypeError, match="options must be a tuple of str, got a str"):
+        kiln.cuda.RawKernel("", "k", options="-lineinfo")
+    with pytest.raises(NotImplementedError, match="backend='nvcc'"):
+        kiln.cuda.RawKernel("", "k", backend="nvcc")
+    with pytest.raises(TypeError, match="exactly one of code and path"):
+        kiln.cuda.RawModule()
+    with pytest.raises(TypeError, match="name_expressions must be a sequence of str"):
+        kiln.cuda.RawModule(code="", name_expressions="f<float>")
+
+
+def test_placeholders_bind_from_outputs_then_tensors_then_numbers():
+    ins = kp.parse_params("T x, T y, U s", True, "k")
+    outs = kp.parse_params("V z", False, "k")
+    x = kiln.zeros(3, dtype=kiln.float32)
+    out = kiln.zeros(3, dtype=kiln.int16)
+    assert kp.resolve_types(ins, outs, [x, 2.0, 3], [out], "k") == {
+        "T": "float32", "U": "int64", "V": "int16"}
+    assert kp.resolve_types(ins[:1], (), [np.float16(1)], [], "k") == {"T": "float16"}
+    with pytest.raises(TypeError, match="type placeholder T is float32 but argument 'y'"):
+        kp.resolve_types(ins, outs, [x, kiln.zeros(3, dtype=kiln.float64), 1], [out], "k")
+    with pytest.raises(TypeError, match="cannot tell the type V of 'z'"):
+        kp.resolve_types(ins, outs, [x, x, 1], [None], "k")
+
+
+def test_scalar_arguments_are_typed_and_range_checked():
+    assert kp.scalar_arg(3, "int32", "k", "n").dtype == np.int32
+    assert kp.scalar_arg(0.5, "bfloat16", "k", "a").dtype == np.float32  # converted in-kernel
+    with pytest.raises(TypeError, match=r"argument 'n' = 300 does not fit in int8"):
+        kp.scalar_arg(300, "int8", "k", "n")
+    with pytest.raises(TypeError, match="must be a kiln CUDA tensor or a number"):
+        kp.check_scalar("1", kp.ParamInfo("x", "T", False, True), "k")
+
+
+def test_collapse_merges_contiguous_runs_and_keeps_broadcast_dims():
+    # A contiguous [2, 3, 4] and a [4] bias broadcast over it.
+    sizes, strides = kp.collapse([2, 3, 4], [[12, 4, 1], [0, 0, 1]])
+    assert sizes == [6, 4] and strides == [[4, 1], [0, 1]]
+    # Two contiguous operands: one flat dim. Size-1 dims vanish.
+    assert kp.collapse([2, 1, 3], [[3, 3, 1], [3, 3, 1]]) == ([6], [[1], [1]])
+    # A transpose cannot merge.
+    assert kp.collapse([3, 2], [[1, 3]]) == ([3, 2], [[1, 3]])
+    t = kiln.zeros(4, 1)
+    assert kp.broadcast_strides(t, (2, 4, 5)) == [0, 1, 0]
+
+
+# --- generated source ----------------------------------------------------------------------
+
+def test_elementwise_source_is_a_flat_loop_for_contiguous_operands():
+    ins = kp.parse_params("T a, T x, T y", True, "k")
+    outs = kp.parse_params("T z", False, "k")
+    src = elementwise_source("saxpy", ins, outs, "z = a * x + y", "",
+                             {"a": "float32", "x": "float32", "y": "float32", "z": "float32"},
+                             {"a": "scalar", "x": "array", "y": "array", "z": "array"}, 0,
+                             {"T": "float32"})
+    assert "typedef float T;" in src
+    assert 'extern "C" __global__ void saxpy(float _v_a, const float* __restrict__ _p_x' in src
+    assert "const float x = _p_x[i];" in src and "float& z = _p_z[i];" in src
+    assert "%" not in src  # no index arithmetic on the flat path
+    assert src.rstrip().endswith("z = a * x + y;\n  }\n}".rstrip())
+
+
+def _compile(src, name, arch=90):
+    image, is_ptx, _ = _kernel_cache.compile_with_cache(src, (), arch, (), f"{name}.cu", name)
+    return image, is_ptx
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_generated_elementwise_kernels_compile_for_every_dtype(dtype):
+    ins = kp.parse_params("T x, T y, raw T r, T s", True, "k")
+    outs = kp.parse_params("T z", False, "k")
+    dtypes = {n: dtype for n in "xyrsz"}
+    kinds = {"x": "array", "y": "array", "r": "raw", "s": "scalar", "z": "array"}
+    op = "z = x; z = y; z = r[_ind.size() - i - 1]; z = s"
+    for nd in (0, 3):
+        image, is_ptx = _compile(elementwise_source("ew", ins, outs, op, "", dtypes, kinds, nd,
+                                                    {"T": dtype}), "ew")
+        assert image[:4] == b"\x7fELF" and not is_ptx  # a CUBIN for sm_90
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_generated_reduction_kernels_compile_for_every_dtype(dtype):
+    ins = kp.parse_params("T x, T w", True, "k")
+    out = kp.parse_params("T y", False, "k")[0]
+    acc = "float" if dtype in ("float16", "bfloat16") else kp.C_TYPES[dtype]
+    for nd_keep, nd_red in ((0, 1), (2, 3)):
+        src = reduction_source("red", ins, out, "x", "a + b", "y = T(a)", "0", acc, "",
+                               {"x": dtype, "w": dtype, "y": dtype},
+                               {"x": "array", "w": "scalar"}, nd_keep, nd_red, {"T": dtype})
+        image, _ = _compile(src, "red")
+        assert image[:4] == b"\x7fELF"
+
+
+# --- compile errors --------------------------------------------------------------------------
+
+@requires_nvrtc
+def test_compile_error_carries_nvrtc_log_with_the_line():
+    src = 'extern "C" __global__ void broken(float* x) {\n  x[0] = 1.0f;\n  x[1] = undefined_name;\n}\n'
+    with pytest.raises(kiln.cuda.CompileException) as info:
+        _compile(src, "broken")
+    e = info.value
+    assert isinstance(e, RuntimeError)
+    assert "broken.cu(3): error" in e.log and "undefined_name" in e.log
+    msg = str(e)
+    assert msg.startswith("[broken] NVRTC could not compile")
+    assert "line 3: x[1] = undefined_name;" in msg
+    assert e.source == src and _kernel_cache.stats["compiles"] >= 0
+
+
+@requires_nvrtc
+def test_bad_option_is_a_compile_error_not_a_crash():
+    with pytest.raises((kiln.cuda.CompileException, RuntimeError)):
+        _kernel_cache.compile_with_cache('extern "C" __global__ void k() {}',
+                                         ("--no-such-option",), 90, (), "k.cu", "k")
+
+
+@requires_nvrtc
+def test_name_expressions_are_lowered():
+    src = "template <typename T> __global__ void fill(T* x, T v) { x[threadIdx.x] = v; }\n"
+    _, _, lowered = _kernel_cache.compile_with_cache(src, (), 90, ("fill<float>", "fill<int>"),
+                                                     "m.cu", "RawModule")
+    assert set(lowered) == {"fill<float>", "fill<int>"}
+    assert lowered["fill<float>"].startswith("_Z") and lowered["fill<float>"] != lowered["fill<int>"]
+
+
+@requires_nvrtc
+def test_newer_gpu_than_nvrtc_gets_ptx():
+    newest = max(kiln._C._nvrtc_supported_archs())
+    image, is_ptx = _compile('extern "C" __global__ void k() {}', "k", arch=newest + 1000)
+    assert is_ptx and b".target sm_" in image
+
+
+# --- the cache -------------------------------------------------------------------------------
+
+def test_cache_key_covers_source_options_arch_version_and_names():
+    base = ("src", ("-lineinfo",), 90, (13, 0), ("f<float>",), "k.cu")
+    key = _kernel_cache.cache_key(*base)
+    assert len(key) == 64 and key == _kernel_cache.cache_key(*base)
+    for i, other in enumerate(["src2", ("-G",), 89, (12, 8), ("f<int>",), "j.cu"]):
+        changed = list(base)
+        changed[i] = other
+        assert _kernel_cache.cache_key(*changed) != key, i
+
+
+def test_cache_key_is_stable_across_processes():
+    code = ("from kiln.cuda import _kernel_cache as c;"
+            "print(c.cache_key('s', ('-G',), 90, (13, 0)))")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == _kernel_cache.cache_key("s", ("-G",), 90, (13, 0))
+
+
+def test_cache_dir_defaults_under_the_user_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("KILN_KERNEL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _kernel_cache.cache_dir() == os.path.join(str(tmp_path), "kiln", "kernels")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert _kernel_cache.cache_dir() == os.path.expanduser("~/.cache/kiln/kernels")
+
+
+_COMPILE_SCRIPT = """
+import json, time
+from kiln.cuda import _kernel_cache as c
+src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }'
+t0 = time.perf_counter()
+image, is_ptx, _ = c.compile_with_cache(src, (), 90, (), "k.cu", "k")
+print(json.dumps({"seconds": time.perf_counter() - t0, "stats": c.stats, "size": len(image)}))
+"""
+
+
+@requires_nvrtc
+def test_second_process_reads_the_disk_cache_and_compiles_nothing(private_cache):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
+               KILN_KERNEL_CACHE_DIR=str(private_cache))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["stats"] == {"compiles": 1, "disk_hits": 0, "memory_hits": 0}
+    assert second["stats"] == {"compiles": 0, "disk_hits": 1, "memory_hits": 0}
+    assert second["size"] == first["size"]
+    # Reading a file is far cheaper than running NVRTC (tens of milliseconds at least).
+    assert second["seconds"] < first["seconds"]
+    print(f"compile {first['seconds'] * 1e3:.1f} ms, disk hit {second['seconds'] * 1e3:.2f} ms")
+    # One file, written by rename: no temporary files left behind.
+    assert [f.endswith(".kiln") and not f.startswith(".tmp") for f in os.listdir(private_cache)] \
+        == [True]
+
+
+@requires_nvrtc
+def test_memory_cache_then_disk_then_compile(private_cache):
+    src = 'extern "C" __global__ void k2(int* x) { x[0] = 1; }'
+    before = dict(_kernel_cache.stats)
+    a = _compile(src, "k2")
+    b = _compile(src, "k2")
+    assert a == b
+    _kernel_cache.clear_memory_cache()
+    c = _compile(src, "k2")
+    assert c == a
+    delta = {k: _kernel_cache.stats[k] - before[k] for k in before}
+    assert delta == {"compiles": 1, "memory_hits": 1, "disk_hits": 1}
+
+
+@requires_nvrtc
+def test_corrupt_cache_file_is_ignored_and_rewritten(private_cache):
+    src = 'extern "C" __global__ void k3(int* x) { x[0] = 3; }'
+    image, _ = _compile(src, "k3")
+    (path,) = [os.path.join(private_cache, f) for f in os.listdir(private_cache)]
+    with open(path, "r+b") as f:
+        f.seek(-8, os.SEEK_END)
+        f.write(b"garbage!")
+    _kernel_cache.clear_memory_cache()
+    before = _kernel_cache.stats["compiles"]
+    assert _compile(src, "k3")[0] == image
+    assert _kernel_cache.stats["compiles"] == before + 1
+
+
+@requires_nvrtc
+def test_unwritable_cache_dir_warns_and_still_compiles(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("KILN_KERNEL_CACHE_DIR", str(blocker / "kernels"))
+    with pytest.warns(UserWarning, match="cannot write the kernel cache"):
+        image, _ = _compile('extern "C" __global__ void k4() {}', "k4")
+    assert image[:4] == b"\x7fELF"
+
+
+# --- without a GPU ---------------------------------------------------------------------------
+
+def test_import_kiln_does_not_load_nvrtc():
+    code = ("import kiln, kiln.cuda; k = kiln.cuda.RawKernel('', 'k');"
+            "print(any('libnvrtc' in l for l in open('/proc/self/maps')))")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(kiln.cuda.is_available(), reason="needs a machine without a GPU")
+def test_launch_without_a_gpu_says_so():
+    k = kiln.cuda.RawKernel('extern "C" __global__ void k() {}', "k")
+    with pytest.raises(RuntimeError, match=r"\[RawKernel k\] (no CUDA GPU|kiln was built)"):
+        k((1,), (1,), ())
+    ew = kiln.cuda.ElementwiseKernel("T x", "T y", "y = x", "copy")
+    with pytest.raises(ValueError, match=r"\[ElementwiseKernel copy\] argument 'x' is a CPU "):
+        ew(kiln.ones(3))
+    red = kiln.cuda.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+    with pytest.raises(ValueError, match=r"\[ReductionKernel total\] argument 'x' is a CPU"):
+        red(kiln.ones(3))
