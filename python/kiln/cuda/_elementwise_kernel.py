@@ -20,7 +20,7 @@ def _input_line(p, ctype, kind, nd):
     if kind == "raw":
         return f"  const _kiln_raw<const {ctype}> {p.name} = {{_p_{p.name}, _n_{p.name}}};\n"
     if kind == "scalar":
-        return f"  const {ctype} {p.name} = {ctype}(_v_{p.name});\n"
+        return f"  const {ctype} {p.name} = static_cast<{ctype}>(_v_{p.name});\n"
     return f"  const {ctype} {p.name} = _p_{p.name}[{_offset(p.name, nd)}];\n"
 
 

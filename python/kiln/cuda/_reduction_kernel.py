@@ -76,7 +76,7 @@ def generate_source(name, in_params, out_param, map_expr, reduce_expr, post_map_
     for p in in_params:
         ctype = kp.C_TYPES[dtypes[p.name]]
         if kinds[p.name] == "scalar":
-            src += f"      const {ctype} {p.name} = {ctype}(_v_{p.name});\n"
+            src += f"      const {ctype} {p.name} = static_cast<{ctype}>(_v_{p.name});\n"
         else:
             src += (f"      const {ctype} {p.name} = "
                     f"_p_{p.name}[_ko_{p.name} + _ro_{p.name}];\n")
