@@ -110,7 +110,8 @@ def _scalar_dtype(x, strong):
     NumPy scalars bind with their own type (strong), Python numbers only when nothing else
     bound the placeholder (weak).
     """
-    if hasattr(x, "dtype") and not isinstance(x, (bool, int, float)):
+    import numpy as np
+    if isinstance(x, np.generic):  # before Python numbers: numpy.float64 subclasses float
         return str(x.dtype) if strong else None
     if strong:
         return None
@@ -123,9 +124,10 @@ def _scalar_dtype(x, strong):
     return None
 
 def check_scalar(x, p, what):
-    if isinstance(x, (bool, int, float)):
+    import numpy as np
+    if isinstance(x, np.generic) and str(x.dtype) in C_TYPES:
         return
-    if hasattr(x, "dtype") and getattr(x, "shape", None) == () and str(x.dtype) in C_TYPES:
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return
     raise TypeError(f"[{what}] argument {p.name!r} must be a kiln CUDA tensor or a number "
                     f"(bool, int, float, NumPy scalar of a kiln dtype), got {type(x).__name__}")
