@@ -14,6 +14,8 @@ from kiln.cuda._raw_kernel import RawKernel, _check_options
 import kiln
 
 _BLOCK = 256
+# Elements per thread and step of the flat (contiguous) loop.
+UNROLL = 4
 
 
 def _input_line(p, ctype, kind, nd):
@@ -56,8 +58,19 @@ def generate_source(name, in_params, out_params, operation, preamble, dtypes, ki
     args += [f"long long _d{d}" for d in range(nd)] + ["long long _n"]
     src += f'extern "C" __global__ void {name}({", ".join(args)}) {{\n'
     src += "  const _kiln_ind _ind = {_n};\n"
-    src += ("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < _n;\n"
-            "       i += (long long)blockDim.x * gridDim.x) {\n")
+    if nd == 0:
+        # Flat: each thread takes UNROLL elements a block apart per step, so their loads are
+        # in flight together (the pointers are __restrict__) while accesses stay coalesced.
+        src += (f"  const long long _chunk = (long long)blockDim.x * {UNROLL};\n"
+                "  for (long long _base = blockIdx.x * _chunk + threadIdx.x; _base < _n;\n"
+                "       _base += _chunk * gridDim.x) {\n"
+                "#pragma unroll\n"
+                f"  for (int _u = 0; _u < {UNROLL}; ++_u) {{\n"
+                "  const long long i = _base + (long long)_u * blockDim.x;\n"
+                "  if (i < _n) {\n")
+    else:
+        src += ("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < _n;\n"
+                "       i += (long long)blockDim.x * gridDim.x) {\n")
     arrays = [p.name for p in params if kinds[p.name] == "array"]
     if nd > 0 and arrays:
         src += "    long long _r = i;\n"
@@ -73,7 +86,7 @@ def generate_source(name, in_params, out_params, operation, preamble, dtypes, ki
             src += f"    const _kiln_raw<{ctype}> {p.name} = {{_p_{p.name}, _n_{p.name}}};\n"
         else:
             src += f"    {ctype}& {p.name} = _p_{p.name}[{_offset(p.name, nd)}];\n"
-    src += "    " + operation.strip() + ";\n  }\n}\n"
+    src += "    " + operation.strip() + ";\n  }\n" + ("  }\n  }\n" if nd == 0 else "") + "}\n"
     return src
 
 
@@ -231,7 +244,8 @@ class ElementwiseKernel:
                         launch += stride_of[p.name]
             launch += (sizes if nd else []) + [numel]
             block = block_size or _BLOCK
-            kernel(kp.grid_for(numel, block), block, tuple(launch), stream=stream)
+            per_block = block * (UNROLL if nd == 0 else 1)
+            kernel(kp.grid_for(numel, per_block), block, tuple(launch), stream=stream)
 
         if self.no_return:
             return None
