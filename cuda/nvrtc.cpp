@@ -6,6 +6,7 @@
 #include <nvrtc.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -135,7 +136,8 @@ NvrtcResult nvrtc_compile(const std::string& source, const std::string& program_
   bool cubin = false;
   int target = arch;
   for (int a : archs) cubin |= a == arch;
-  if (!cubin && !archs.empty() && arch > archs.back()) target = archs.back();
+  const int newest = archs.empty() ? 0 : *std::max_element(archs.begin(), archs.end());
+  if (!cubin && newest > 0 && arch > newest) target = newest;
 
   std::vector<std::string> all;
   all.push_back(std::string(cubin ? "--gpu-architecture=sm_" : "--gpu-architecture=compute_") +
