@@ -330,3 +330,88 @@ def test_launch_without_a_gpu_says_so():
     red = kiln.cuda.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
     with pytest.raises(ValueError, match=r"\[ReductionKernel total\] argument 'x' is a CPU"):
         red(kiln.ones(3))
+
+
+# --- launch arguments against the generated parameter lists -----------------------------------
+
+_PARAM_SIZES = {"bool": 1, "unsigned char": 1, "signed char": 1, "short": 2, "int": 4,
+                "long long": 8, "float": 4, "double": 8}
+
+
+def _param_sizes(src, name):
+    """The byte size of each parameter of kernel ``name`` in generated ``src``."""
+    head = src[src.index(f"void {name}(") + len(name) + 6:]
+    sizes = []
+    for param in head[:head.index(")")].split(","):
+        ctype = param.rsplit(None, 1)[0].replace("const ", "").replace("__restrict__", "").strip()
+        sizes.append(8 if ctype.endswith("*") else _PARAM_SIZES[ctype])
+    return sizes
+
+
+def _arg_size(a):
+    if isinstance(a, kiln.Tensor) or (isinstance(a, int) and not isinstance(a, bool)):
+        return 8  # a pointer; Python ints are long long
+    if isinstance(a, np.generic):
+        return a.itemsize
+    raise AssertionError(f"unexpected launch argument {a!r}")
+
+
+@pytest.fixture
+def recorded_launches(monkeypatch):
+    """Runs the kernels' Python side on CPU tensors, recording (source, grid, block, args)
+    instead of launching."""
+    from kiln.cuda import _elementwise_kernel, _reduction_kernel
+    launches = []
+
+    class Recorder:
+        def __init__(self, code, name, options=()):
+            self.code, self.name = code, name
+
+        def __call__(self, grid, block, args, shared_mem=0, stream=None):
+            launches.append((self.code, self.name, grid, block, args))
+
+    monkeypatch.setattr(kp, "check_device", lambda args, what: kiln.device("cpu"))
+    monkeypatch.setattr(_elementwise_kernel, "RawKernel", Recorder)
+    monkeypatch.setattr(_reduction_kernel, "RawKernel", Recorder)
+    return launches
+
+
+def _check_launch(launch):
+    code, name, grid, block, args = launch
+    assert _param_sizes(code, name) == [_arg_size(a) for a in args]
+    assert grid >= 1 and 1 <= block <= 1024
+
+
+@requires_nvrtc
+def test_elementwise_launch_arguments_match_the_kernel(recorded_launches):
+    k = kiln.cuda.ElementwiseKernel("T a, T x, raw T r, T y", "T z",
+                                    "z = a * x + y + r[0]", "ew_args")
+    x = kiln.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    z = k(np.float32(2), x, x, kiln.ones(4))       # broadcast: 2 dims merged to 2
+    z2 = k(np.float32(2), x, x, x)                  # contiguous: the flat loop
+    z3 = k(np.float32(2), x.t(), x, x.t())          # transposed: strided
+    assert tuple(z.shape) == (3, 4) and z.dtype == kiln.float32
+    assert tuple(z3.shape) == (4, 3)
+    assert len(recorded_launches) == 3
+    for launch in recorded_launches:
+        _check_launch(launch)
+    flat, strided = recorded_launches[1], recorded_launches[2]
+    assert "%" not in flat[0] and "%" in strided[0]
+    assert flat[2] == 1  # 12 elements: one block
+    for code, *_ in recorded_launches[:2]:
+        _compile(code, "ew_args")
+    assert z2.shape == z.shape
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, True), ((0, 2), False), ((), False)])
+def test_reduction_launch_arguments_match_the_kernel(recorded_launches, axis, keepdims):
+    k = kiln.cuda.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a", "0", "red_args")
+    x = kiln.ones(2, 3, 4, dtype=kiln.float64).transpose(0, 2)
+    out = k(x, 2.0, axis=axis, keepdims=keepdims)
+    expected = np.ones((4, 3, 2)).sum(axis=axis, keepdims=keepdims)
+    assert tuple(out.shape) == expected.shape and out.dtype == kiln.float64
+    (launch,) = recorded_launches
+    _check_launch(launch)
+    assert launch[2] == max(1, expected.size)
+    _compile(launch[0], "red_args")
