@@ -22,6 +22,7 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 train: build
+	@echo "== build done; training (the result is the last line) =="
 	$(PYTHON) examples/train_digits.py
 
 test: build test-cpp test-python
