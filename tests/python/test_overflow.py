@@ -462,7 +462,7 @@ def test_triangle_indices_with_too_many_pairs_raise(fn):
 
 @pytest.mark.parametrize("fn, args, expected", [
     (kiln.tril_indices, (BIG, 0), [[], []]),               # no columns: no pairs, no loop
-    (kiln.tril_indices, (BIG, 3, -BIG + 2), [[BIG - 1], [0]]),
+    (kiln.tril_indices, (BIG, 3, -BIG + 2), [[BIG - 2, BIG - 1, BIG - 1], [0, 0, 1]]),
     (kiln.triu_indices, (BIG, 2, 1), [[0], [1]]),          # only row 0 reaches a column
     (kiln.triu_indices, (2, 2, -INT64_MAX), [[0, 0, 1, 1], [0, 1, 0, 1]]),
     (kiln.tril_indices, (2, 2, INT64_MAX), [[0, 0, 1, 1], [0, 1, 0, 1]]),
