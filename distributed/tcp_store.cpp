@@ -99,7 +99,7 @@ class Server {
   void accept_client();
   // Reads what arrived and handles each complete message; false when the client is gone.
   bool read_client(int fd, Bytes& in);
-  bool handle(int fd, const Request& q);
+  bool handle(int fd, Request& q);
   bool reply(int fd, Writer& w) { return send_all(fd, w.frame()); }
   bool all_present(const std::vector<std::string>& keys) const;
   // Answers a waiter whose keys all exist.
@@ -248,7 +248,7 @@ bool Server::all_present(const std::vector<std::string>& keys) const {
   return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return data_.count(k); });
 }
 
-bool Server::handle(int fd, const Request& q) {
+bool Server::handle(int fd, Request& q) {
   if (!clients_[fd].said_hello) {
     if (q.cmd != Cmd::Hello || q.magic != kMagic) return false;
     clients_[fd].said_hello = true;
@@ -263,12 +263,12 @@ bool Server::handle(int fd, const Request& q) {
   Writer ok(uint8_t(Status::Ok));
   switch (q.cmd) {
     case Cmd::Set:
-      data_[q.key] = q.value;
+      data_[q.key] = std::move(q.value);
       serve_waiters();
       return reply(fd, ok);
     case Cmd::Get:
     case Cmd::Wait: {
-      Waiter w{fd, q.cmd, q.keys, deadline_after(Millis(q.timeout_ms))};
+      Waiter w{fd, q.cmd, std::move(q.keys), deadline_after(Millis(q.timeout_ms))};
       if (all_present(w.keys)) {
         complete(w);
       } else {
