@@ -2,8 +2,9 @@
 # `make fuzz`: builds the libFuzzer targets of tests/fuzz with clang (into $FUZZ_DIR, build-fuzz)
 # against the main build's libkiln, then runs each for FUZZ_SECONDS (default 30) from its seed
 # corpus in tests/fuzz/corpus/<target>. New inputs go to $FUZZ_DIR/corpus, not into the repo; a
-# crash leaves its input in $FUZZ_DIR/crashes and fails the run. To keep a crash fixed, add its
-# input as a regression test (tests/cpp/fuzz_regressions/, run by the C++ suite).
+# crash leaves its input in $FUZZ_DIR/crashes and fails the run. A crash, once fixed, becomes a
+# GoogleTest case beside the parser's tests (the store counter overflow in
+# tests/cpp/distributed/test_store.cpp is the model) and its input joins the seed corpus.
 # FUZZ_TARGETS="json" runs a subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
