@@ -184,7 +184,7 @@ void check_pool_args(const Dims& k, const Dims& s, const Dims& p, const Dims& d,
                  "size, but got pad=",
                  p[i], " and kernel_size=", k[i]);
     } else {
-      KILN_CHECK(p[i] <= (d[i] * (k[i] - 1) + 1) / 2, Runtime, "[", op,
+      KILN_CHECK(p[i] <= (__int128(d[i]) * (k[i] - 1) + 1) / 2, Runtime, "[", op,
                  "] pad should be at most "
                  "half of effective kernel size, but got pad=",
                  p[i], ", kernel_size=", k[i], " and dilation=", d[i]);
