@@ -24,6 +24,7 @@
 #include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "core/flags.h"
+#include "core/shape.h"
 #include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/conv_backend.h"
@@ -115,11 +116,20 @@ int64_t windows(Wide padded, int64_t k, int64_t d, int64_t s) {
 Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& lo, const Dims& hi,
                    const Dims& stride, Dims& out, const char* op, bool batch_last = false) {
   const size_t n = k.size();
+  // The padded input is materialized, so its size must be one a tensor can have.
+  Shape padded = x.sizes();
+  for (size_t i = 0; i < n; ++i) {
+    const Wide p = Wide(x.size(2 + static_cast<int64_t>(i))) + lo[i] + hi[i];
+    KILN_CHECK(p <= INT64_MAX, Runtime, "[", op, "] padding ", lo, " / ", hi, " of input size ",
+               x.sizes(), ": Storage size calculation overflowed");
+    padded[2 + i] = std::max<int64_t>(saturate(p), 0);
+  }
+  checked_nbytes(padded, x.itemsize(), op);
   Tensor t = pad_spatial(x, lo, hi, 0.0);
   out.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     int64_t d = 2 + static_cast<int64_t>(i);
-    int64_t span = dil[i] * (k[i] - 1) + 1;
+    const Wide span = Wide(dil[i]) * (k[i] - 1) + 1;
     if (t.size(d) < span) {
       fail(ErrorKind::Runtime, "[", op, "] Calculated padded input size per channel: ",
            Shape(t.sizes().begin() + 2, t.sizes().end()), ". Kernel size: ", k, " (dilation ", dil,
