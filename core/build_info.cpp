@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 #endif
 #ifdef KILN_WITH_NCCL
-#include <nccl.h>
+#include "cuda/nccl_api.h"
 #endif
 #ifdef KILN_WITH_GLOO
 #include <gloo/config.h>
@@ -124,8 +124,10 @@ int cuda_driver_version() {
 
 int nccl_version() {
 #ifdef KILN_WITH_NCCL
+  // Loads NCCL if nothing did yet (Note [Loading NCCL]); 0 when it cannot be loaded.
+  const cuda::NcclApi* api = cuda::nccl_api();
   int v = 0;
-  return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+  return api && api->ncclGetVersion(&v) == ncclSuccess ? v : 0;
 #else
   return 0;
 #endif

@@ -26,6 +26,10 @@ namespace kiln {
 namespace {
 
 constexpr const char* kMetadataKey = "__metadata__";
+// The safetensors format's own cap on the JSON header (the reference reader's), so a hostile
+// length cannot make the loader read and parse gigabytes; serialization.py has the same.
+constexpr uint64_t kMaxHeaderBytes = 100000000;
+
 // The __metadata__ object as compact JSON, after checking it maps strings to strings.
 std::string metadata_to_json(const Json& meta, const std::string& where) {
   KILN_CHECK(meta.kind == Json::Kind::Object, Value, where,
@@ -164,6 +168,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   f.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  KILN_CHECK(n <= kMaxHeaderBytes, Value, where, "header length ", n,
+             " exceeds the safetensors limit of ", kMaxHeaderBytes, " bytes");
   KILN_CHECK(n <= file_size - 8, Value, where, "header length ", n,
              " runs past the end of the file (", file_size - 8, " bytes follow the length)");
   std::string text(n, '\0');

@@ -17,7 +17,6 @@
 // - bool travels as uint8, with SUM as MAX (logical or) and PRODUCT as MIN (logical and).
 //   NCCL has no int16 and no bitwise reductions: those raise NotImplementedError.
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <chrono>
 #include <cstring>
@@ -26,6 +25,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "cuda/nccl_api.h"
 #include "cuda/runtime.h"
 #include "distributed/process_group.h"
 #include "distributed/process_group_checks.h"
@@ -37,6 +37,10 @@ namespace kiln::distributed {
 namespace {
 
 using detail::describe;
+
+// The loaded NCCL (Note [Loading NCCL]). The group's constructor loads it (require_nccl), so every
+// later call, including a communicator's teardown, finds it.
+const cuda::NcclApi& nccl() { return *cuda::nccl_api(); }
 
 ncclDataType_t nccl_dtype(DType t) {
   switch (t) {
@@ -93,30 +97,31 @@ struct Comm {
 
   ~Comm() {
     // Never throws: a failed teardown at exit has no one to report to.
-    if (comm && !aborted) ncclCommDestroy(comm);
+    if (comm && !aborted) nccl().ncclCommDestroy(comm);
   }
   void abort(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu);
     if (aborted) return;
     aborted = true;
     abort_reason = reason;
-    ncclCommAbort(comm);
+    nccl().ncclCommAbort(comm);
   }
   // The communicator's asynchronous error, ncclSuccess when there is none.
   ncclResult_t async_error() {
     std::lock_guard<std::mutex> lock(mu);
     if (aborted) return ncclSuccess;
     ncclResult_t res = ncclSuccess;
-    ncclCommGetAsyncError(comm, &res);
+    nccl().ncclCommGetAsyncError(comm, &res);
     return res == ncclInProgress ? ncclSuccess : res;
   }
 };
 
 void nccl_check(ncclResult_t res, Comm* comm, const char* op, const char* what) {
   if (res == ncclSuccess || res == ncclInProgress) return;
-  const char* last = comm && comm->comm ? ncclGetLastError(comm->comm) : "";
+  const char* last = comm && comm->comm ? nccl().ncclGetLastError(comm->comm) : "";
   fail(ErrorKind::Runtime, "[", op, "] rank ", comm ? comm->rank : -1, ": NCCL error in ", what,
-       ": ", ncclGetErrorString(res), last && *last ? str_cat(" (", last, ")") : std::string());
+       ": ", nccl().ncclGetErrorString(res),
+       last && *last ? str_cat(" (", last, ")") : std::string());
 }
 #define KILN_NCCL(expr, comm, op) nccl_check((expr), (comm), (op), #expr)
 
@@ -156,7 +161,7 @@ class NcclWork : public Work {
  private:
   void raise_if_failed() {
     if (ncclResult_t res = comm_->async_error(); res != ncclSuccess) {
-      std::string why = str_cat("NCCL reported ", ncclGetErrorString(res));
+      std::string why = str_cat("NCCL reported ", nccl().ncclGetErrorString(res));
       comm_->abort(why);
       throw_failure(why);
     }
@@ -222,10 +227,11 @@ class NcclProcessGroup : public ProcessGroup {
     comm_->rank = rank;
     comm_->size = size;
     comm_->device = options.device >= 0 ? options.device : cuda::current_device();
+    cuda::require_nccl("init_process_group");
     cuda::DeviceGuard guard(comm_->device);
     ncclUniqueId id;
     if (rank == 0) {
-      KILN_NCCL(ncclGetUniqueId(&id), comm_.get(), "init_process_group");
+      KILN_NCCL(nccl().ncclGetUniqueId(&id), comm_.get(), "init_process_group");
       const auto* p = reinterpret_cast<const uint8_t*>(&id);
       store->set("nccl_unique_id", Bytes(p, p + sizeof(id)));
     } else {
@@ -234,7 +240,8 @@ class NcclProcessGroup : public ProcessGroup {
                  ": the NCCL id from rank 0 has ", b.size(), " bytes, expected ", sizeof(id));
       std::memcpy(&id, b.data(), sizeof(id));
     }
-    KILN_NCCL(ncclCommInitRank(&comm_->comm, size, id, rank), comm_.get(), "init_process_group");
+    KILN_NCCL(nccl().ncclCommInitRank(&comm_->comm, size, id, rank), comm_.get(),
+              "init_process_group");
     stream_ = cuda::new_stream(comm_->device, /*priority=*/-1);
     spec_ = {"nccl", DeviceType::CUDA, comm_->device, {DType::Int16}};
   }
@@ -247,9 +254,9 @@ class NcclProcessGroup : public ProcessGroup {
     auto staged = stage_all(tensors, true);
     return launch("all_reduce", tensors, staged, {}, false, [&](cudaStream_t s) {
       for (const Staged& t : staged)
-        KILN_NCCL(ncclAllReduce(t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(),
-                                nccl_dtype(t.buf.dtype()),
-                                nccl_op("all_reduce", rank_, op, t.buf.dtype()), comm_->comm, s),
+        KILN_NCCL(nccl().ncclAllReduce(
+                      t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(), nccl_dtype(t.buf.dtype()),
+                      nccl_op("all_reduce", rank_, op, t.buf.dtype()), comm_->comm, s),
                   comm_.get(), "all_reduce");
     });
   }
@@ -259,8 +266,8 @@ class NcclProcessGroup : public ProcessGroup {
     auto staged = stage_all(tensors, true);
     return launch("broadcast", tensors, staged, {}, false, [&](cudaStream_t s) {
       for (const Staged& t : staged)
-        KILN_NCCL(ncclBroadcast(t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(),
-                                nccl_dtype(t.buf.dtype()), root, comm_->comm, s),
+        KILN_NCCL(nccl().ncclBroadcast(t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(),
+                                       nccl_dtype(t.buf.dtype()), root, comm_->comm, s),
                   comm_.get(), "broadcast");
     });
   }
@@ -272,10 +279,10 @@ class NcclProcessGroup : public ProcessGroup {
     return launch("reduce", tensors, staged, {}, false, [&](cudaStream_t s) {
       // NCCL writes the result on the root only; other ranks' buffers stay as they were.
       for (const Staged& t : staged)
-        KILN_NCCL(
-            ncclReduce(t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(), nccl_dtype(t.buf.dtype()),
-                       nccl_op("reduce", rank_, op, t.buf.dtype()), root, comm_->comm, s),
-            comm_.get(), "reduce");
+        KILN_NCCL(nccl().ncclReduce(
+                      t.buf.data_ptr(), t.buf.data_ptr(), t.buf.numel(), nccl_dtype(t.buf.dtype()),
+                      nccl_op("reduce", rank_, op, t.buf.dtype()), root, comm_->comm, s),
+                  comm_.get(), "reduce");
     });
   }
 
@@ -286,8 +293,8 @@ class NcclProcessGroup : public ProcessGroup {
     // One broadcast per rank into its own output: outputs need not be adjacent in memory.
     return launch("all_gather", outputs, staged, {in}, false, [&](cudaStream_t s) {
       for (int r = 0; r < size_; ++r)
-        KILN_NCCL(ncclBroadcast(in.data_ptr(), staged[r].buf.data_ptr(), in.numel(),
-                                nccl_dtype(in.dtype()), r, comm_->comm, s),
+        KILN_NCCL(nccl().ncclBroadcast(in.data_ptr(), staged[r].buf.data_ptr(), in.numel(),
+                                       nccl_dtype(in.dtype()), r, comm_->comm, s),
                   comm_.get(), "all_gather");
     });
   }
@@ -297,8 +304,8 @@ class NcclProcessGroup : public ProcessGroup {
     Tensor in = contiguous(detach(input));
     auto staged = stage_all({output}, false);
     return launch("all_gather_into_tensor", {output}, staged, {in}, false, [&](cudaStream_t s) {
-      KILN_NCCL(ncclAllGather(in.data_ptr(), staged[0].buf.data_ptr(), in.numel(),
-                              nccl_dtype(in.dtype()), comm_->comm, s),
+      KILN_NCCL(nccl().ncclAllGather(in.data_ptr(), staged[0].buf.data_ptr(), in.numel(),
+                                     nccl_dtype(in.dtype()), comm_->comm, s),
                 comm_.get(), "all_gather_into_tensor");
     });
   }
@@ -309,9 +316,10 @@ class NcclProcessGroup : public ProcessGroup {
     Tensor in = contiguous(detach(input));
     auto staged = stage_all({output}, false);
     return launch("reduce_scatter_tensor", {output}, staged, {in}, false, [&](cudaStream_t s) {
-      KILN_NCCL(ncclReduceScatter(in.data_ptr(), staged[0].buf.data_ptr(), staged[0].buf.numel(),
-                                  nccl_dtype(in.dtype()), rop, comm_->comm, s),
-                comm_.get(), "reduce_scatter_tensor");
+      KILN_NCCL(
+          nccl().ncclReduceScatter(in.data_ptr(), staged[0].buf.data_ptr(), staged[0].buf.numel(),
+                                   nccl_dtype(in.dtype()), rop, comm_->comm, s),
+          comm_.get(), "reduce_scatter_tensor");
     });
   }
 
@@ -324,14 +332,16 @@ class NcclProcessGroup : public ProcessGroup {
       const size_t bytes = chunk * in.itemsize();
       auto* src = static_cast<char*>(in.data_ptr());
       auto* dst = static_cast<char*>(staged[0].buf.data_ptr());
-      KILN_NCCL(ncclGroupStart(), comm_.get(), "all_to_all_single");
+      KILN_NCCL(nccl().ncclGroupStart(), comm_.get(), "all_to_all_single");
       for (int r = 0; r < size_; ++r) {
-        KILN_NCCL(ncclSend(src + r * bytes, chunk, nccl_dtype(in.dtype()), r, comm_->comm, s),
-                  comm_.get(), "all_to_all_single");
-        KILN_NCCL(ncclRecv(dst + r * bytes, chunk, nccl_dtype(in.dtype()), r, comm_->comm, s),
-                  comm_.get(), "all_to_all_single");
+        KILN_NCCL(
+            nccl().ncclSend(src + r * bytes, chunk, nccl_dtype(in.dtype()), r, comm_->comm, s),
+            comm_.get(), "all_to_all_single");
+        KILN_NCCL(
+            nccl().ncclRecv(dst + r * bytes, chunk, nccl_dtype(in.dtype()), r, comm_->comm, s),
+            comm_.get(), "all_to_all_single");
       }
-      KILN_NCCL(ncclGroupEnd(), comm_.get(), "all_to_all_single");
+      KILN_NCCL(nccl().ncclGroupEnd(), comm_.get(), "all_to_all_single");
     });
   }
 
@@ -339,8 +349,9 @@ class NcclProcessGroup : public ProcessGroup {
     checks_.point_to_point("send", tensors, dst, "dst");
     Tensor in = contiguous(detach(tensors[0]));
     return launch("send", tensors, {}, {in}, false, [&](cudaStream_t s) {
-      KILN_NCCL(ncclSend(in.data_ptr(), in.numel(), nccl_dtype(in.dtype()), dst, comm_->comm, s),
-                comm_.get(), "send");
+      KILN_NCCL(
+          nccl().ncclSend(in.data_ptr(), in.numel(), nccl_dtype(in.dtype()), dst, comm_->comm, s),
+          comm_.get(), "send");
     });
   }
 
@@ -349,8 +360,9 @@ class NcclProcessGroup : public ProcessGroup {
     auto staged = stage_all(tensors, false);
     return launch("recv", tensors, staged, {}, false, [&](cudaStream_t s) {
       const Tensor& b = staged[0].buf;
-      KILN_NCCL(ncclRecv(b.data_ptr(), b.numel(), nccl_dtype(b.dtype()), src, comm_->comm, s),
-                comm_.get(), "recv");
+      KILN_NCCL(
+          nccl().ncclRecv(b.data_ptr(), b.numel(), nccl_dtype(b.dtype()), src, comm_->comm, s),
+          comm_.get(), "recv");
     });
   }
 
@@ -359,9 +371,9 @@ class NcclProcessGroup : public ProcessGroup {
     Tensor one = zeros({1}, DType::Float32, Device(DeviceType::CUDA, comm_->device));
     auto staged = stage_all({one}, false);
     return launch("barrier", {}, staged, {}, /*block_on_wait=*/true, [&](cudaStream_t s) {
-      KILN_NCCL(
-          ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum, comm_->comm, s),
-          comm_.get(), "barrier");
+      KILN_NCCL(nccl().ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum,
+                                     comm_->comm, s),
+                comm_.get(), "barrier");
     });
   }
 
@@ -406,9 +418,9 @@ class NcclProcessGroup : public ProcessGroup {
       ready.wait(stream_, dev);
     }
     const bool grouped = staged.size() > 1;
-    if (grouped) KILN_NCCL(ncclGroupStart(), comm_.get(), op);
+    if (grouped) KILN_NCCL(nccl().ncclGroupStart(), comm_.get(), op);
     body(static_cast<cudaStream_t>(stream_));
-    if (grouped) KILN_NCCL(ncclGroupEnd(), comm_.get(), op);
+    if (grouped) KILN_NCCL(nccl().ncclGroupEnd(), comm_.get(), op);
     for (const Staged& s : staged) {
       cuda::record_stream(s.buf, stream_);
       cuda::record_stream(s.user, stream_);

@@ -26,6 +26,9 @@ std::string format_keys(const std::vector<std::string>& keys) {
   return out + "]";
 }
 
+namespace {
+
+// Reads add()'s decimal counter; on a non-integer value returns 0 and sets *error.
 int64_t parse_counter(const std::string& key, const Bytes& value, std::string* error) {
   std::string text(value.begin(), value.end());
   size_t used = 0;
@@ -51,6 +54,21 @@ int64_t parse_counter(const std::string& key, const Bytes& value, std::string* e
     *error = "add: the value of key '" + key + "' is not an integer: '" + shown + "'";
   }
   return v;
+}
+
+}  // namespace
+
+int64_t add_counter(const std::string& key, const Bytes* current, int64_t delta,
+                    std::string* error) {
+  const int64_t value = current ? parse_counter(key, *current, error) : 0;
+  if (!error->empty()) return 0;
+  int64_t sum = 0;
+  if (__builtin_add_overflow(value, delta, &sum)) {
+    *error = "add: the counter of key '" + key + "' (" + std::to_string(value) + ") plus " +
+             std::to_string(delta) + " overflows int64";
+    return 0;
+  }
+  return sum;
 }
 
 namespace {
@@ -100,7 +118,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = data_.find(key);
     std::string error;
-    sum = (it == data_.end() ? 0 : parse_counter(key, it->second, &error)) + delta;
+    sum = add_counter(key, it == data_.end() ? nullptr : &it->second, delta, &error);
     KILN_CHECK(error.empty(), Runtime, "[store] ", error);
     data_[key] = counter_bytes(sum);
   }

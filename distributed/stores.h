@@ -88,7 +88,9 @@ class TCPStore final : public Store {
 
 // "['a', 'b']": how store errors list keys.
 std::string format_keys(const std::vector<std::string>& keys);
-// Reads add()'s decimal counter; on a non-integer value returns 0 and sets *error.
-int64_t parse_counter(const std::string& key, const Bytes& value, std::string* error);
+// add()'s new counter: the decimal value in *current (0 when current is null) plus delta. On a
+// value that is not an integer, or a sum outside int64, returns 0 and sets *error.
+int64_t add_counter(const std::string& key, const Bytes* current, int64_t delta,
+                    std::string* error);
 
 }  // namespace kiln::distributed

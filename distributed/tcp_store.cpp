@@ -36,19 +36,22 @@
 #include <thread>
 
 #include "core/error.h"
+#include "distributed/store_protocol.h"
 #include "distributed/stores.h"
 
 namespace kiln::distributed {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kMagic = 0x6b696c6e53746f31;  // "kilnSto1"
-constexpr uint32_t kMaxMessage = 1u << 30;
+using store_protocol::Cmd;
+using store_protocol::kMagic;
+using store_protocol::kMaxMessage;
+using store_protocol::Reader;
+using store_protocol::Request;
+using store_protocol::Status;
+using store_protocol::Writer;
 // How much longer than a request's own timeout a client waits for the server's reply.
 constexpr Millis kReplyMargin(10000);
-
-enum class Cmd : uint8_t { Hello, Set, Get, Add, CompareSet, Check, Wait, Delete, NumKeys };
-enum class Status : uint8_t { Ok, Timeout, Error };
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -62,76 +65,6 @@ int ms_until(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count() + 1;
   return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
 }
-
-class Writer {
- public:
-  explicit Writer(uint8_t tag) { buf_.assign(4, 0), buf_.push_back(tag); }
-  Writer& u8(uint8_t v) { return append(&v, 1); }
-  Writer& i64(int64_t v) { return append(&v, 8); }
-  Writer& bytes(const void* p, size_t n) {
-    uint32_t len = static_cast<uint32_t>(n);
-    append(&len, 4);
-    return append(p, n);
-  }
-  Writer& bytes(const Bytes& b) { return bytes(b.data(), b.size()); }
-  Writer& str(const std::string& s) { return bytes(s.data(), s.size()); }
-  // The message with its length filled in.
-  const Bytes& frame() {
-    uint32_t n = static_cast<uint32_t>(buf_.size() - 4);
-    std::memcpy(buf_.data(), &n, 4);
-    return buf_;
-  }
-
- private:
-  Writer& append(const void* p, size_t n) {
-    auto* c = static_cast<const uint8_t*>(p);
-    buf_.insert(buf_.end(), c, c + n);
-    return *this;
-  }
-  Bytes buf_;
-};
-
-// Reads a body; a short or malformed body sets bad() instead of reading out of bounds.
-class Reader {
- public:
-  Reader(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
-  uint8_t u8() {
-    uint8_t v = 0;
-    take(&v, 1);
-    return v;
-  }
-  int64_t i64() {
-    int64_t v = 0;
-    take(&v, 8);
-    return v;
-  }
-  Bytes bytes() {
-    uint32_t n = 0;
-    take(&n, 4);
-    if (bad_ || static_cast<size_t>(end_ - p_) < n) return bad_ = true, Bytes();
-    Bytes out(p_, p_ + n);
-    p_ += n;
-    return out;
-  }
-  std::string str() {
-    Bytes b = bytes();
-    return std::string(b.begin(), b.end());
-  }
-  bool bad() const { return bad_; }
-
- private:
-  void take(void* out, size_t n) {
-    if (bad_ || static_cast<size_t>(end_ - p_) < n) {
-      bad_ = true;
-      return;
-    }
-    std::memcpy(out, p_, n);
-    p_ += n;
-  }
-  const uint8_t* p_;
-  const uint8_t* end_;
-  bool bad_ = false;
-};
 
 bool send_all(int fd, const Bytes& data) {
   size_t sent = 0;
@@ -166,7 +99,7 @@ class Server {
   void accept_client();
   // Reads what arrived and handles each complete message; false when the client is gone.
   bool read_client(int fd, Bytes& in);
-  bool handle(int fd, Reader& r);
+  bool handle(int fd, Request& q);
   bool reply(int fd, Writer& w) { return send_all(fd, w.frame()); }
   bool all_present(const std::vector<std::string>& keys) const;
   // Answers a waiter whose keys all exist.
@@ -305,32 +238,21 @@ bool Server::read_client(int fd, Bytes& in) {
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   if (n == 0) return false;
   in.insert(in.end(), chunk, chunk + n);
-  size_t pos = 0;
-  bool alive = true;
-  while (alive && in.size() - pos >= 4) {
-    uint32_t len;
-    std::memcpy(&len, in.data() + pos, 4);
-    if (len > kMaxMessage) return false;
-    if (in.size() - pos - 4 < len) break;
-    Reader r(in.data() + pos + 4, len);
-    alive = handle(fd, r);
-    pos += 4 + len;
-  }
-  in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(pos));
-  return alive;
+  return store_protocol::split_frames(in, [&](const uint8_t* body, size_t len) {
+    std::optional<Request> q = store_protocol::decode_request(body, len);
+    return q && handle(fd, *q);
+  });
 }
 
 bool Server::all_present(const std::vector<std::string>& keys) const {
   return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return data_.count(k); });
 }
 
-bool Server::handle(int fd, Reader& r) {
-  auto cmd = static_cast<Cmd>(r.u8());
+bool Server::handle(int fd, Request& q) {
   if (!clients_[fd].said_hello) {
-    if (cmd != Cmd::Hello || r.i64() != kMagic || r.bad()) return false;
-    bool counted = r.u8() != 0;
+    if (q.cmd != Cmd::Hello || q.magic != kMagic) return false;
     clients_[fd].said_hello = true;
-    if (counted) {
+    if (q.counted) {
       std::lock_guard<std::mutex> lock(workers_mu_);
       ++workers_;
       workers_cv_.notify_all();
@@ -339,23 +261,14 @@ bool Server::handle(int fd, Reader& r) {
     return reply(fd, ok);
   }
   Writer ok(uint8_t(Status::Ok));
-  switch (cmd) {
-    case Cmd::Set: {
-      std::string key = r.str();
-      Bytes value = r.bytes();
-      if (r.bad()) return false;
-      data_[key] = std::move(value);
+  switch (q.cmd) {
+    case Cmd::Set:
+      data_[q.key] = std::move(q.value);
       serve_waiters();
       return reply(fd, ok);
-    }
     case Cmd::Get:
     case Cmd::Wait: {
-      int64_t timeout = r.i64();
-      auto count = static_cast<uint64_t>(r.i64());
-      std::vector<std::string> keys;
-      for (uint64_t i = 0; i < count && !r.bad(); ++i) keys.push_back(r.str());
-      if (r.bad()) return false;
-      Waiter w{fd, cmd, std::move(keys), deadline_after(Millis(timeout))};
+      Waiter w{fd, q.cmd, std::move(q.keys), deadline_after(Millis(q.timeout_ms))};
       if (all_present(w.keys)) {
         complete(w);
       } else {
@@ -364,44 +277,30 @@ bool Server::handle(int fd, Reader& r) {
       return true;
     }
     case Cmd::Add: {
-      std::string key = r.str();
-      int64_t delta = r.i64();
-      if (r.bad()) return false;
-      auto it = data_.find(key);
+      auto it = data_.find(q.key);
       std::string error;
-      int64_t sum = (it == data_.end() ? 0 : parse_counter(key, it->second, &error)) + delta;
+      int64_t sum = add_counter(q.key, it == data_.end() ? nullptr : &it->second, q.delta, &error);
       if (!error.empty()) {
         Writer w(uint8_t(Status::Error));
         return reply(fd, w.str(error));
       }
       std::string text = std::to_string(sum);
-      data_[key] = Bytes(text.begin(), text.end());
+      data_[q.key] = Bytes(text.begin(), text.end());
       serve_waiters();
       return reply(fd, ok.i64(sum));
     }
     case Cmd::CompareSet: {
-      std::string key = r.str();
-      Bytes expected = r.bytes(), desired = r.bytes();
-      if (r.bad()) return false;
-      auto it = data_.find(key);
-      if (it == data_.end() && !expected.empty()) return reply(fd, ok.bytes(expected));
-      if (it != data_.end() && it->second != expected) return reply(fd, ok.bytes(it->second));
-      data_[key] = desired;
+      auto it = data_.find(q.key);
+      if (it == data_.end() && !q.expected.empty()) return reply(fd, ok.bytes(q.expected));
+      if (it != data_.end() && it->second != q.expected) return reply(fd, ok.bytes(it->second));
+      data_[q.key] = q.desired;
       serve_waiters();
-      return reply(fd, ok.bytes(desired));
+      return reply(fd, ok.bytes(q.desired));
     }
-    case Cmd::Check: {
-      auto count = static_cast<uint64_t>(r.i64());
-      std::vector<std::string> keys;
-      for (uint64_t i = 0; i < count && !r.bad(); ++i) keys.push_back(r.str());
-      if (r.bad()) return false;
-      return reply(fd, ok.i64(all_present(keys)));
-    }
-    case Cmd::Delete: {
-      std::string key = r.str();
-      if (r.bad()) return false;
-      return reply(fd, ok.i64(data_.erase(key) > 0));
-    }
+    case Cmd::Check:
+      return reply(fd, ok.i64(all_present(q.keys)));
+    case Cmd::Delete:
+      return reply(fd, ok.i64(data_.erase(q.key) > 0));
     case Cmd::NumKeys:
       return reply(fd, ok.i64(static_cast<int64_t>(data_.size())));
     case Cmd::Hello:

@@ -118,7 +118,6 @@ def main():
 
     predictions = predict(model, test_set, device)
     accuracy = (predictions == test_set.tensors[1]).float().mean().item()
-    print(f"trained in {elapsed:.1f} s; test accuracy: {accuracy:.4f}")
 
     os.makedirs(args.out, exist_ok=True)
     checkpoint = os.path.join(args.out, "digits_mlp.safetensors")
@@ -132,6 +131,8 @@ def main():
     plot = save_loss_curve(losses, os.path.join(args.out, "digits_loss.png"))
     if plot:
         print(f"loss curve: {plot}")
+    # The result comes last, so it ends `make train`'s output (after the build log).
+    print(f"trained in {elapsed:.1f} s; test accuracy: {accuracy:.4f}")
     if not same:
         raise SystemExit("the reloaded checkpoint predicts differently")
 

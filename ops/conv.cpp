@@ -24,6 +24,7 @@
 #include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "core/flags.h"
+#include "core/shape.h"
 #include "ops/autocast_policy.h"
 #include "ops/binary.h"
 #include "ops/conv_backend.h"
@@ -96,9 +97,17 @@ Tensor from_batch_last(const Tensor& t, int64_t n) {
   return permute(reshape(t, {c, n, l}), {1, 0, 2});
 }
 
+// Exact window arithmetic: padding, dilation and kernel sizes come from users and may be
+// anywhere in int64, so sums and products are formed in 128 bits (Note [Checked shape
+// arithmetic]); a result outside int64 saturates, and the caller's size checks refuse it.
+using Wide = __int128;
+int64_t saturate(Wide v) {
+  return static_cast<int64_t>(std::min<Wide>(std::max<Wide>(v, INT64_MIN), INT64_MAX));
+}
+
 // Output length of a sliding window over `padded` elements.
-int64_t windows(int64_t padded, int64_t k, int64_t d, int64_t s) {
-  return (padded - d * (k - 1) - 1) / s + 1;
+int64_t windows(Wide padded, int64_t k, int64_t d, int64_t s) {
+  return saturate((padded - Wide(d) * (k - 1) - 1) / s + 1);
 }
 
 // [N, C, *S] -> columns [N, C * prod(K), prod(out)], out filled with the block counts.
@@ -107,11 +116,20 @@ int64_t windows(int64_t padded, int64_t k, int64_t d, int64_t s) {
 Tensor im2col_impl(const Tensor& x, const Dims& k, const Dims& dil, const Dims& lo, const Dims& hi,
                    const Dims& stride, Dims& out, const char* op, bool batch_last = false) {
   const size_t n = k.size();
+  // The padded input is materialized, so its size must be one a tensor can have.
+  Shape padded = x.sizes();
+  for (size_t i = 0; i < n; ++i) {
+    const Wide p = Wide(x.size(2 + static_cast<int64_t>(i))) + lo[i] + hi[i];
+    KILN_CHECK(p <= INT64_MAX, Runtime, "[", op, "] padding ", lo, " / ", hi, " of input size ",
+               x.sizes(), ": Storage size calculation overflowed");
+    padded[2 + i] = std::max<int64_t>(saturate(p), 0);
+  }
+  checked_nbytes(padded, x.itemsize(), op);
   Tensor t = pad_spatial(x, lo, hi, 0.0);
   out.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     int64_t d = 2 + static_cast<int64_t>(i);
-    int64_t span = dil[i] * (k[i] - 1) + 1;
+    const Wide span = Wide(dil[i]) * (k[i] - 1) + 1;
     if (t.size(d) < span) {
       fail(ErrorKind::Runtime, "[", op, "] Calculated padded input size per channel: ",
            Shape(t.sizes().begin() + 2, t.sizes().end()), ". Kernel size: ", k, " (dilation ", dil,
@@ -318,8 +336,8 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
   const size_t n = k.size();
   Shape y_size = {input.size(0), weight.size(0)};
   for (size_t i = 0; i < n; ++i) {
-    int64_t padded = input.size(2 + static_cast<int64_t>(i)) + lo[i] + hi[i];
-    if (padded < dilation[i] * (k[i] - 1) + 1) return Tensor();  // the composition says why
+    const Wide padded = Wide(input.size(2 + static_cast<int64_t>(i))) + lo[i] + hi[i];
+    if (padded < Wide(dilation[i]) * (k[i] - 1) + 1) return Tensor();  // the composition says why
     y_size.push_back(windows(padded, k[i], dilation[i], stride[i]));
   }
   if (!int32_sized({input.sizes(), weight.sizes(), y_size})) return Tensor();
@@ -382,7 +400,7 @@ Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const 
   for (size_t i = 0; i < n; ++i) {
     // The library sizes the result from the forward conv's formula, which an
     // output_padding of at least the stride (allowed when below the dilation) breaks.
-    if (windows(out[i] + 2 * padding[i], k[i], dilation[i], stride[i]) != blocks[i])
+    if (windows(Wide(out[i]) + 2 * Wide(padding[i]), k[i], dilation[i], stride[i]) != blocks[i])
       return Tensor();
     y_size.push_back(out[i]);
   }
@@ -554,8 +572,12 @@ Tensor conv_transpose_nd(const Tensor& input, const Tensor& weight,
                "output_padding ",
                output_padding, ", stride ", stride, ", dilation ", dilation);
     blocks[i] = x.size(2 + static_cast<int64_t>(i));
-    out[i] = (blocks[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (k[i] - 1) +
-             output_padding[i] + 1;
+    const Wide wide_out = Wide(blocks[i] - 1) * stride[i] - 2 * Wide(padding[i]) +
+                          Wide(dilation[i]) * (k[i] - 1) + output_padding[i] + 1;
+    KILN_CHECK(wide_out <= INT64_MAX, Runtime, "[", op, "] stride ", stride, ", dilation ",
+               dilation, " and output_padding ", output_padding,
+               " give an output size past int64: Storage size calculation overflowed");
+    out[i] = saturate(wide_out);
     KILN_CHECK(out[i] > 0, Runtime, "[", op, "] Given input size ",
                Shape(x.sizes().begin() + 2, x.sizes().end()), ", the calculated output size ", out,
                " is too small");
@@ -622,7 +644,8 @@ Tensor col2im(const Tensor& input, const Dims& output_size, const Dims& kernel_s
              kernel_size, ", but got input.size(1)=", x.size(1));
   Dims blocks(2);
   for (size_t i = 0; i < 2; ++i) {
-    blocks[i] = windows(output_size[i] + 2 * padding[i], kernel_size[i], dilation[i], stride[i]);
+    blocks[i] = windows(Wide(output_size[i]) + 2 * Wide(padding[i]), kernel_size[i], dilation[i],
+                        stride[i]);
     KILN_CHECK(blocks[i] > 0, Runtime, "[fold] kernel_size ", kernel_size, " with dilation ",
                dilation, " does not fit output_size ", output_size, " with padding ", padding);
   }

@@ -148,11 +148,16 @@ std::pair<Tensor, Tensor> windowed_max(const Tensor& input, const std::vector<Di
   return {finish(y, input, dims, unbatched), finish(idx, input, dims, unbatched)};
 }
 
+// Exact in 128 bits: kernel, padding, stride and dilation come from users and may be anywhere
+// in int64 (Note [Checked shape arithmetic]). A size outside int64 saturates, and pool_out's
+// checks or the allocation refuse it.
 int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil) {
-  int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil ? stride - 1 : 0);
-  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
-  if (ceil && (out - 1) * stride >= in + pad) --out;
-  return out;
+  using Wide = __int128;
+  const Wide num =
+      Wide(in) + 2 * Wide(pad) - Wide(dil) * (Wide(k) - 1) - 1 + (ceil ? stride - 1 : 0);
+  Wide out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil && (out - 1) * stride >= Wide(in) + pad) --out;
+  return static_cast<int64_t>(std::min<Wide>(std::max<Wide>(out, INT64_MIN), INT64_MAX));
 }
 
 Dims expand_stride(const Dims& stride, const Dims& kernel) {
@@ -179,7 +184,7 @@ void check_pool_args(const Dims& k, const Dims& s, const Dims& p, const Dims& d,
                  "size, but got pad=",
                  p[i], " and kernel_size=", k[i]);
     } else {
-      KILN_CHECK(p[i] <= (d[i] * (k[i] - 1) + 1) / 2, Runtime, "[", op,
+      KILN_CHECK(p[i] <= (__int128(d[i]) * (k[i] - 1) + 1) / 2, Runtime, "[", op,
                  "] pad should be at most "
                  "half of effective kernel size, but got pad=",
                  p[i], ", kernel_size=", k[i], " and dilation=", d[i]);

@@ -307,7 +307,8 @@ Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DTy
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
   tracing::OpScope scope("mean");
   DType dt = dtype ? *dtype : x.dtype();
-  KILN_CHECK(is_floating(dt), Runtime,
+  // NotImplementedError, as PyTorch 2.15 raises (a RuntimeError subclass, as older ones raised).
+  KILN_CHECK(is_floating(dt), NotImplemented,
              "[mean] mean(): could not infer output dtype. Input dtype must be either a floating "
              "point or complex dtype. Got: ", dt);
   std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "mean");

@@ -1,5 +1,8 @@
 #include "ops/shape_extra.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/error.h"
 #include "core/flags.h"
 #include "core/shape.h"
@@ -138,25 +141,64 @@ Tensor diagflat(const Tensor& x, int64_t offset) { return diag(reshape(x, {x.num
 
 namespace {
 
+// The number of (row, col) pairs of tril_indices / triu_indices, in closed form so that huge
+// row and col counts cost nothing and cannot overflow (Note [Checked shape arithmetic]). Row i
+// holds the columns [0, min(col, i + offset + 1)) (tril) or [max(0, i + offset), col) (triu);
+// the rows with at least one column are [first, last) of triangle_rows.
+struct TriangleRows {
+  int64_t first, last;
+};
+
+TriangleRows triangle_rows(int64_t row, int64_t col, int64_t offset, bool upper) {
+  using I = __int128;
+  auto clamp = [](I v, I lo, I hi) { return static_cast<int64_t>(std::min(std::max(v, lo), hi)); };
+  if (col == 0) return {0, 0};
+  if (upper) return {0, clamp(I(col) - offset, 0, row)};
+  return {clamp(-I(offset), 0, row), row};
+}
+
+unsigned __int128 triangle_count(int64_t row, int64_t col, int64_t offset, bool upper) {
+  using U = unsigned __int128;
+  using I = __int128;
+  const TriangleRows r = triangle_rows(row, col, offset, upper);
+  if (r.first >= r.last) return 0;
+  // Sum of an arithmetic run of positive column counts from `a` to `b` over `n` rows.
+  auto run = [](I a, I b, I n) { return n <= 0 ? U(0) : U(a + b) * U(n) / 2; };
+  if (upper) {
+    // Rows [first, p) are full; rows [p, last) lose i + offset columns each.
+    const I p = std::min<I>(std::max<I>(-I(offset), r.first), r.last);
+    return U(p - r.first) * U(col) +
+           run(I(col) - p - offset, I(col) - (r.last - 1) - offset, r.last - p);
+  }
+  // Rows [first, m) hold i + offset + 1 columns; rows [m, last) are full.
+  const I m = std::min<I>(std::max<I>(I(col) - offset - 1, r.first), r.last);
+  return run(I(r.first) + offset + 1, m - 1 + offset + 1, m - r.first) + U(r.last - m) * U(col);
+}
+
 Tensor triangle_indices(int64_t row, int64_t col, int64_t offset, DType dtype, Device device,
                         bool upper, const char* op) {
   KILN_CHECK(row >= 0, Runtime, "[", op, "] row must be non-negative, got ", row);
   KILN_CHECK(col >= 0, Runtime, "[", op, "] col must be non-negative, got ", col);
   KILN_CHECK(dtype == DType::Int64 || dtype == DType::Int32, Runtime, "[", op,
              "] expected dtype int64 or int32, got ", dtype);
-  std::vector<int64_t> rs, cs;
-  for (int64_t i = 0; i < row; ++i)
-    for (int64_t j = 0; j < col; ++j)
-      if (upper ? j - i >= offset : j - i <= offset) {
-        rs.push_back(i);
-        cs.push_back(j);
-      }
-  const int64_t n = static_cast<int64_t>(rs.size());
+  const unsigned __int128 count = triangle_count(row, col, offset, upper);
+  KILN_CHECK(count <= static_cast<unsigned __int128>(INT64_MAX / 2), Runtime, "[", op,
+             "] row=", row, ", col=", col, " and offset=", offset,
+             " give more indices than a tensor can hold: Storage size calculation overflowed");
+  const int64_t n = static_cast<int64_t>(count);
   Tensor out = make_tensor({2, n}, DType::Int64, Device());
   int64_t* p = out.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    p[i] = rs[i];
-    p[n + i] = cs[i];
+  int64_t k = 0;
+  // Every row of [first, last) holds at least one column, so this loop is O(n).
+  const TriangleRows r = triangle_rows(row, col, offset, upper);
+  for (int64_t i = r.first; i < r.last; ++i) {
+    const __int128 diag = static_cast<__int128>(i) + offset;
+    const int64_t lo = upper ? static_cast<int64_t>(std::max<__int128>(diag, 0)) : 0;
+    const int64_t hi = upper ? col : static_cast<int64_t>(std::min<__int128>(diag + 1, col));
+    for (int64_t j = lo; j < hi; ++j, ++k) {
+      p[k] = i;
+      p[n + k] = j;
+    }
   }
   return to_device(to_dtype(out, dtype), device);
 }

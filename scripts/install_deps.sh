@@ -23,6 +23,14 @@ need_deb ccache command -v ccache
 # that need it skip without it, so the offline GPU machine, which lacks it, still builds).
 need_deb libgloo-dev test -f /usr/include/gloo/config.h
 
+# clang and its libFuzzer runtime, only for `make fuzz` (KILN_FUZZ_DEPS=1), not for make test.
+if [ "${KILN_FUZZ_DEPS:-0}" = 1 ]; then
+  need_deb clang command -v clang++
+  need_deb libclang-rt-dev sh -c 'printf "%s\n" "#include <cstddef>" "#include <cstdint>" \
+    "extern \"C\" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }" |
+    clang++ -x c++ -fsanitize=fuzzer - -o /dev/null'
+fi
+
 if [ "${#missing_debs[@]}" -gt 0 ]; then
   echo "install_deps: installing Debian packages: ${missing_debs[*]}"
   $SUDO apt-get update -qq
@@ -42,6 +50,19 @@ need_py safetensors safetensors
 if [ "${#missing_py[@]}" -gt 0 ]; then
   echo "install_deps: installing Python packages: ${missing_py[*]}"
   "$PYTHON" -m pip install -q "${missing_py[@]}"
+fi
+
+# PyTorch, for the tests that compare kiln with it (torch_compare.py, test_vs_torch_*.py, ...);
+# a test dependency only, never one of kiln's. The CPU wheel from PyTorch's index where it is
+# reachable (a fraction of the CUDA wheel's download), else PyPI's wheel. KILN_TEST_TORCH=0
+# skips it, and those tests then skip.
+if [ "${KILN_TEST_TORCH:-1}" != 0 ] && ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+  echo "install_deps: installing PyTorch for the comparison tests (KILN_TEST_TORCH=0 skips this)"
+  pip_quick=(--retries 0 --timeout 30)
+  if ! "$PYTHON" -m pip install -q "${pip_quick[@]}" --index-url https://download.pytorch.org/whl/cpu \
+      torch >/dev/null 2>&1 && ! "$PYTHON" -m pip install -q "${pip_quick[@]}" torch; then
+    echo "install_deps: could not install PyTorch: the tests that compare with it will skip"
+  fi
 fi
 
 # The cuDNN frontend: NVIDIA's header-only C++ API for cuDNN graphs (Apache-2.0 AND MIT), used

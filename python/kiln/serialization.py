@@ -50,6 +50,9 @@ from kiln._safe_globals import (  # noqa: F401  (kiln.serialization.* as in torc
 STRUCTURE_KEY = "kiln.structure"
 _METADATA = "__metadata__"
 _INT64_MAX = 2**63 - 1
+# The safetensors format's own cap on the JSON header (the reference reader's), so a hostile
+# length cannot make a loader read and parse gigabytes; core/safetensors.cpp has the same.
+MAX_HEADER_BYTES = 100_000_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,6 +362,9 @@ class _Reader:
             raise self.error(f"file is {self.size} bytes, too short for the 8-byte header length; "
                              + _torch_format.describe_unknown(head))
         (n,) = struct.unpack("<Q", self.f.read(8))
+        if n > MAX_HEADER_BYTES:
+            raise self.error(f"header length {n} exceeds the safetensors limit of "
+                             f"{MAX_HEADER_BYTES} bytes")
         if n > self.size - 8:
             raise self.error(f"header length {n} runs past the end of the file "
                              f"({self.size - 8} bytes follow the length): "

@@ -445,3 +445,29 @@ def test_view_ops_take_random_sizes_without_crashing():
         windows = (length - size) // step + 1 if size <= length else None
         count = None if windows is None else _numel([windows, size])
         _check(count, [windows, size], lambda: row.unfold(0, size, step))
+
+
+# ---------------------------------------------------------------------------------------------
+# tril_indices / triu_indices count their pairs in closed form: huge row and col counts neither
+# loop for ages nor overflow
+
+
+@pytest.mark.parametrize("fn", [kiln.tril_indices, kiln.triu_indices])
+def test_triangle_indices_with_too_many_pairs_raise(fn):
+    with pytest.raises(RuntimeError, match=r"_indices\] row=4611686018427387904, col="
+                                           r"4611686018427387904 and offset=0 give more indices "
+                                           r"than a tensor can hold: " + OVERFLOW):
+        fn(BIG, BIG)
+
+
+@pytest.mark.parametrize("fn, args, expected", [
+    (kiln.tril_indices, (BIG, 0), [[], []]),               # no columns: no pairs, no loop
+    (kiln.tril_indices, (BIG, 3, -BIG + 2), [[BIG - 2, BIG - 1, BIG - 1], [0, 0, 1]]),
+    (kiln.triu_indices, (BIG, 2, 1), [[0], [1]]),          # only row 0 reaches a column
+    (kiln.triu_indices, (2, 2, -INT64_MAX), [[0, 0, 1, 1], [0, 1, 0, 1]]),
+    (kiln.tril_indices, (2, 2, INT64_MAX), [[0, 0, 1, 1], [0, 1, 0, 1]]),
+])
+def test_triangle_indices_with_huge_arguments_but_few_pairs(fn, args, expected):
+    out = fn(*args)
+    assert out.shape == (2, len(expected[0]))
+    assert out.tolist() == expected

@@ -280,6 +280,8 @@ GOOD = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
     (b"", "0 bytes, too short"),
     (b"\x01\x00", "2 bytes, too short"),
     (struct.pack("<Q", 100) + b"{}", "header length 100 runs past"),
+    (struct.pack("<Q", 100_000_001) + b"{}", "header length 100000001 exceeds the safetensors "
+     "limit of 100000000 bytes"),
     (_file(None, raw_header=b"{not json"), "not valid JSON"),
     (_file(None, raw_header=b"\xff\xfe"), "not valid JSON"),
     (_file(None, raw_header=b'{"a": 1, "a": 2}'), "duplicate keys"),

@@ -160,6 +160,14 @@ TEST(Safetensors, RefusesBadLengthsAndBooleans) {
   }
   EXPECT_NE(load_error(path).find("header length 255 runs past the end of the file (2 bytes"),
             std::string::npos);
+  {
+    std::ofstream f(path, std::ios::binary);
+    const uint64_t n = 100000001;  // one byte over the format's header limit
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << "{}";
+  }
+  EXPECT_NE(load_error(path).find("header length 100000001 exceeds the safetensors limit"),
+            std::string::npos);
   std::remove(path.c_str());
 
   try {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,19 @@ void check_basics(Store& store) {
   std::string err = error_of([&] { store.add("bin", 1); });
   EXPECT_NE(err.find("'bin'"), std::string::npos) << err;
   EXPECT_NE(err.find("not an integer"), std::string::npos) << err;
+  // A counter past int64 is an error that keeps the old value, never a wrapped (undefined)
+  // sum; found writing the protocol fuzzer, whose seed corpus replays it
+  // (tests/fuzz/corpus/store_protocol/counter_edge).
+  EXPECT_EQ(store.add("big", INT64_MAX), INT64_MAX);
+  err = error_of([&] { store.add("big", 1); });
+  EXPECT_NE(err.find("'big' (9223372036854775807) plus 1 overflows int64"), std::string::npos)
+      << err;
+  EXPECT_EQ(store.add("big", -1), INT64_MAX - 1);
+  EXPECT_EQ(store.add("small", INT64_MIN), INT64_MIN);
+  err = error_of([&] { store.add("small", -1); });
+  EXPECT_NE(err.find("overflows int64"), std::string::npos) << err;
+  EXPECT_TRUE(store.delete_key("big"));
+  EXPECT_TRUE(store.delete_key("small"));
 }
 
 TEST(HashStore, Basics) { check_basics(*make_hash_store(Millis(1000))); }
