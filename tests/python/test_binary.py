@@ -310,7 +310,8 @@ def test_div_rounding_modes():
     np.testing.assert_allclose(x.div(y, rounding_mode="floor").numpy(), np.floor(a / b))
     ints = kiln.div(kiln.tensor([-7, 7]), kiln.tensor([2, 2]), rounding_mode="trunc")
     assert ints.dtype == kiln.int64 and ints.tolist() == [-3, 3]
-    with pytest.raises(ValueError, match=r"\[div\]"):
+    with pytest.raises(RuntimeError, match=r"\[div\] expected rounding_mode to be one of None, "
+                                           r"'trunc', or 'floor' but found 'round'"):
         kiln.div(x, y, rounding_mode="round")
 
 
