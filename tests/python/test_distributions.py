@@ -276,6 +276,32 @@ def test_sample_moments_match_the_distribution(make, mean, var):
     assert abs(x.var().item() - var) < 0.03 * var
 
 
+@pytest.mark.parametrize("make, log_pdf, mean", [
+    (lambda: D.Exponential(t(2.0)), lambda x: math.log(2.0) - 2.0 * x, 0.5),
+    (lambda: D.Laplace(t(1.0), t(0.5)), lambda x: -math.log(1.0) - abs(x - 1.0) / 0.5, 1.0),
+    (lambda: D.LogNormal(t(0.2), t(0.5)),
+     lambda x: -math.log(x * 0.5 * math.sqrt(2 * math.pi)) - (math.log(x) - 0.2) ** 2 / 0.5,
+     math.exp(0.2 + 0.125)),
+    (lambda: D.HalfNormal(t(2.0)),
+     lambda x: math.log(2) - math.log(2.0 * math.sqrt(2 * math.pi)) - x * x / 8, 2 * math.sqrt(2 / math.pi)),
+    (lambda: D.Gumbel(t(1.0), t(2.0)),
+     lambda x: (1.0 - x) / 2 - math.exp((1.0 - x) / 2) - math.log(2.0), 1.0 + 2 * 0.5772156649),
+    (lambda: D.Chi2(t(3.0)),
+     lambda x: 0.5 * math.log(x) - x / 2 - 1.5 * math.log(2) - math.lgamma(1.5), 3.0),
+    (lambda: D.StudentT(t(5.0), t(1.0), t(2.0)),
+     lambda x: (math.lgamma(3.0) - math.lgamma(2.5) - 0.5 * math.log(5 * math.pi) - math.log(2.0)
+                - 3.0 * math.log1p(((x - 1.0) / 2.0) ** 2 / 5)), 1.0),
+    (lambda: D.Geometric(t(0.25)), lambda x: x * math.log(0.75) + math.log(0.25), 3.0),
+])
+def test_more_families_log_prob_and_sample_mean(make, log_pdf, mean):
+    kiln.manual_seed(5)
+    d = make()
+    x = d.sample((4,))
+    close(d.log_prob(x), [log_pdf(v) for v in x.tolist()], rtol=1e-9)
+    samples = d.sample((60000,)).double()
+    assert abs(samples.mean().item() - mean) < 0.03 * max(1.0, abs(mean))
+
+
 def test_dirichlet_and_multivariate_normal_sample_moments():
     kiln.manual_seed(2)
     c = np.array([1.0, 2.0, 5.0])

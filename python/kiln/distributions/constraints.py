@@ -218,7 +218,7 @@ class _LowerTriangular(Constraint):
     event_dim = 2
 
     def check(self, value):
-        return (value.tril() == value).flatten(-2).min(-1)[0]
+        return (value.tril() == value).flatten(-2).all(-1)
 
 
 class _LowerCholesky(Constraint):
@@ -227,8 +227,8 @@ class _LowerCholesky(Constraint):
     event_dim = 2
 
     def check(self, value):
-        lower = (value.tril() == value).flatten(-2).min(-1)[0]
-        positive_diagonal = (value.diagonal(dim1=-2, dim2=-1) > 0).min(-1)[0]
+        lower = (value.tril() == value).flatten(-2).all(-1)
+        positive_diagonal = (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
         return lower & positive_diagonal
 
 

@@ -16,8 +16,10 @@ from kiln.distributions.beta import Beta
 from kiln.distributions.categorical import Categorical
 from kiln.distributions.dirichlet import Dirichlet
 from kiln.distributions.distribution import Distribution
+from kiln.distributions.exponential import Exponential
 from kiln.distributions.gamma import Gamma
 from kiln.distributions.independent import Independent
+from kiln.distributions.laplace import Laplace
 from kiln.distributions.multivariate_normal import MultivariateNormal, _batch_mahalanobis
 from kiln.distributions.normal import Normal
 from kiln.distributions.transformed_distribution import TransformedDistribution
@@ -186,3 +188,19 @@ def _kl_transformed_transformed(p, q):
         raise NotImplementedError
     extra_event_dim = len(p.event_shape) - len(p.base_dist.event_shape)
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), extra_event_dim)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    rate_ratio = q.rate / p.rate
+    return rate_ratio - 1 - rate_ratio.log()
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    t1 = -scale_ratio.log()
+    t2 = loc_abs_diff / q.scale
+    t3 = scale_ratio * kiln.exp(-loc_abs_diff / p.scale)
+    return t1 + t2 + t3 - 1

@@ -16,8 +16,9 @@ import kiln.nn.functional as F
 from kiln.distributions import constraints
 from kiln.distributions.utils import sum_rightmost
 
-__all__ = ["AffineTransform", "ComposeTransform", "ExpTransform", "SigmoidTransform",
-           "TanhTransform", "Transform", "identity_transform"]
+__all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform",
+           "PowerTransform", "SigmoidTransform", "SoftmaxTransform", "TanhTransform", "Transform",
+           "identity_transform"]
 
 
 class Transform:
@@ -428,3 +429,96 @@ class TanhTransform(Transform):
     def log_abs_det_jacobian(self, x, y):
         # log(1 - tanh(x)^2) written without cancellation for large |x|.
         return 2.0 * (math.log(2.0) - x - F.softplus(-2.0 * x))
+
+
+class AbsTransform(Transform):
+    """y = |x| (not bijective; the inverse picks the non-negative root)."""
+
+    domain = constraints.real
+    codomain = constraints.positive
+
+    def __eq__(self, other):
+        return isinstance(other, AbsTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.abs()
+
+    def _inverse(self, y):
+        return y
+
+
+class PowerTransform(Transform):
+    """y = x ** exponent on the positive reals."""
+
+    domain = constraints.positive
+    codomain = constraints.positive
+    bijective = True
+
+    def __init__(self, exponent, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.exponent = exponent
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return PowerTransform(self.exponent, cache_size=cache_size)
+
+    @property
+    def sign(self):
+        if isinstance(self.exponent, numbers.Real):
+            return 1 if self.exponent > 0 else -1 if self.exponent < 0 else 0
+        return self.exponent.sign()
+
+    def __eq__(self, other):
+        if not isinstance(other, PowerTransform):
+            return False
+        return bool(kiln.as_tensor(self.exponent).eq(kiln.as_tensor(other.exponent)).all())
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.pow(self.exponent)
+
+    def _inverse(self, y):
+        return y.pow(1 / self.exponent)
+
+    def log_abs_det_jacobian(self, x, y):
+        return (self.exponent * y / x).abs().log()
+
+    def forward_shape(self, shape):
+        return tuple(kiln.broadcast_shapes(shape, getattr(self.exponent, "shape", ())))
+
+    def inverse_shape(self, shape):
+        return tuple(kiln.broadcast_shapes(shape, getattr(self.exponent, "shape", ())))
+
+
+class SoftmaxTransform(Transform):
+    """Unconstrained vectors to the simplex by exp and normalization (not bijective)."""
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def __eq__(self, other):
+        return isinstance(other, SoftmaxTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        logprobs = x
+        probs = (logprobs - logprobs.max(-1, True)[0]).exp()
+        return probs / probs.sum(-1, True)
+
+    def _inverse(self, y):
+        return y.log()
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return shape
+
+    def inverse_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return shape
