@@ -208,8 +208,9 @@ Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
   std::vector<int64_t> dims{wrap_dim(dim, std::max<int64_t>(input.dim(), 1), "normalize")};
   Tensor x = input.dim() == 0 ? reshape(input, {1}) : input;
   // p = 0 (the count of nonzeros), +-inf and negative p are Tensor.norm's, as in PyTorch.
-  Tensor norm = p > 0 && std::isfinite(p) ? p_norm(x, p, dims)
-                                          : vector_norm(x, p, dims, true, std::nullopt, "normalize");
+  Tensor norm = p > 0 && std::isfinite(p)
+                    ? p_norm(x, p, dims)
+                    : vector_norm(x, p, dims, true, std::nullopt, "normalize");
   Tensor y = div(x, clamp(norm, Scalar(eps), std::nullopt));
   return input.dim() == 0 ? reshape(y, {}) : y;
 }

@@ -88,8 +88,9 @@ Tensor weight_table(const std::vector<double>& w, const Shape& shape, const Tens
   return device_table(to_dtype(t, like.dtype()), like.device());
 }
 
-// Adds the batch dim to an unbatched input and checks the dims; returns whether it did.
-bool batchify(Tensor& x, size_t spatial, const char* op) {
+// Adds the batch dim to an unbatched input and checks the dims and dtype (floating, or any
+// but bool where `integers` is set); returns whether it added the dim.
+bool batchify(Tensor& x, size_t spatial, const char* op, bool integers = false) {
   int64_t nd = static_cast<int64_t>(spatial);
   KILN_CHECK(x.dim() == nd + 1 || x.dim() == nd + 2, Runtime, "[", op, "] Expected ", nd + 1,
              "D or ", nd + 2, "D (batch mode) tensor for input, got input of size ", x.sizes());
@@ -98,7 +99,8 @@ bool batchify(Tensor& x, size_t spatial, const char* op) {
                "] Expected input's non-batch dimensions to have "
                "positive length, but input has a shape of ",
                x.sizes());
-  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[", op, "] not implemented for ", x.dtype());
+  KILN_CHECK(is_floating(x.dtype()) || (integers && x.dtype() != DType::Bool), NotImplemented,
+             "[", op, "] not implemented for ", x.dtype());
   if (x.dim() == nd + 2) return false;
   x = unsqueeze(x, 0);
   return true;
@@ -329,12 +331,13 @@ std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_si
                                       const Dims& dilation, bool ceil_mode, const char* op) {
   tracing::OpScope scope("max_pool_nd");
   const size_t n = kernel_size.size();
+  KILN_CHECK(input.dtype() != DType::Bool, NotImplemented, "[", op,
+             "] not implemented for 'Bool'");
   Tensor x = input;
-  bool unbatched = batchify(x, n, op);
+  bool unbatched = batchify(x, n, op, true);
   Dims stride = expand_stride(stride_arg, kernel_size);
   check_pool_args(kernel_size, stride, padding, dilation, false, op);
   Dims out = pool_out(x, kernel_size, stride, padding, dilation, ceil_mode, op);
-  KILN_CHECK(x.dtype() != DType::Bool, NotImplemented, "[", op, "] not implemented for 'Bool'");
   // The direct kernels are floating point; integer inputs take the window tables.
   if (has_direct_kernels(x, n) && is_floating(x.dtype())) {
     Pool2dParams p = pool_params(x, out, kernel_size, stride, padding, dilation);
@@ -519,7 +522,7 @@ Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
                   : "either size or scale_factor should be defined");
   const size_t n = static_cast<size_t>(input.dim()) - 2;
   Tensor x = input;
-  batchify(x, n, op);
+  batchify(x, n, op, true);
   std::vector<DimTable> dims(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t in = x.size(2 + static_cast<int64_t>(i)), out;
