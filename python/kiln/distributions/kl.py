@@ -14,14 +14,17 @@ import kiln.nn.functional as F
 from kiln.distributions.bernoulli import Bernoulli
 from kiln.distributions.beta import Beta
 from kiln.distributions.categorical import Categorical
+from kiln.distributions.cauchy import Cauchy
 from kiln.distributions.dirichlet import Dirichlet
 from kiln.distributions.distribution import Distribution
 from kiln.distributions.exponential import Exponential
 from kiln.distributions.gamma import Gamma
+from kiln.distributions.geometric import Geometric
 from kiln.distributions.independent import Independent
 from kiln.distributions.laplace import Laplace
 from kiln.distributions.multivariate_normal import MultivariateNormal, _batch_mahalanobis
 from kiln.distributions.normal import Normal
+from kiln.distributions.one_hot_categorical import OneHotCategorical
 from kiln.distributions.transformed_distribution import TransformedDistribution
 from kiln.distributions.uniform import Uniform
 from kiln.distributions.utils import sum_rightmost
@@ -204,3 +207,20 @@ def _kl_laplace_laplace(p, q):
     t2 = loc_abs_diff / q.scale
     t3 = scale_ratio * kiln.exp(-loc_abs_diff / p.scale)
     return t1 + t2 + t3 - 1
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
+    t2 = (4 * p.scale * q.scale).log()
+    return t1 - t2
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - kiln.log1p(-q.probs) / p.probs - q.logits
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
