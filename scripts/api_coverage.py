@@ -8,8 +8,8 @@ Needs an installed PyTorch (the reference) and kiln on PYTHONPATH:
     PYTHONPATH=python python3 scripts/api_coverage.py --write docs/api_coverage.md
 
 A namespace's public names are its `__all__` where it defines one, otherwise the
-names in `dir()` without a leading underscore that are neither modules nor
-imported from outside torch (typing helpers, math, ...). A name counts as present
+callables in `dir()` without a leading underscore that are neither modules nor
+imported helpers (typing, torch.overrides, ...). A name counts as present
 when the matching kiln object has the attribute (torch.nn.functional.relu ->
 kiln.nn.functional.relu, torch.Tensor.add_ -> kiln.Tensor.add_). Names kiln leaves
 out on purpose are listed below with a reason and are not counted either way.
@@ -50,12 +50,21 @@ EXCLUDED_NAMES = {
         "ScriptFunction": "TorchScript is not planned (kiln.compile runs eagerly)",
         "TypedStorage": "legacy storage classes; kiln exposes untyped_storage only",
     },
+    "torch.nn.functional": {
+        name: "a type or dispatch helper that torch.nn.functional imports, not its API"
+        for name in ("Tensor", "ScalingType", "SwizzleType", "assert_int_or_pair",
+                     "has_torch_function", "has_torch_function_unary",
+                     "has_torch_function_variadic")
+    },
     "torch.Tensor": {
         "storage_type": "legacy typed storages",
     },
 }
 
 _CACHE = {}
+
+# Where torch's dispatch and typing helpers live; modules without __all__ import them.
+_HELPER_MODULES = ("torch.overrides", "torch._jit_internal", "torch.types", "torch._C._VariableFunctions")
 
 
 def exclusion_reason(namespace, name):
@@ -101,9 +110,11 @@ def public_names(obj):
         value = getattr(obj, name, None)
         if inspect.ismodule(value):
             continue
-        origin = getattr(value, "__module__", None) or ""
-        if (inspect.isclass(value) or inspect.isfunction(value)) and not origin.startswith("torch"):
-            continue  # imported helpers: typing.Optional, math functions, ...
+        if not callable(value):
+            continue  # constants and type aliases (TYPE_CHECKING, BroadcastingList1, ...)
+        origin = getattr(value, "__module__", None) or "torch"
+        if not origin.startswith("torch") or origin in _HELPER_MODULES:
+            continue  # imported helpers: typing.Optional, handle_torch_function, ...
         result.append(name)
     return sorted(result)
 
