@@ -40,8 +40,13 @@ __device__ T int_remainder(T x, T y) {
 
 template <typename T>
 __device__ T int_pow(T base, T exp) {
+  // Negative exponents: as int_pow in ops/cpu/binary_kernels.cpp.
   if constexpr (std::is_signed_v<T>) {
-    if (exp < 0) return T(0);
+    if (exp < 0) {
+      if (base == 1) return T(1);
+      if (base == -1) return (exp & 1) ? T(-1) : T(1);
+      return T(0);
+    }
   }
   T result = 1;
   while (exp) {

@@ -96,11 +96,22 @@ void check_nextafter(const Tensor& a, const Tensor& b) {
              b.dtype(), "): float32 and float64 only");
 }
 
+// An integer base raised to a negative Python integer is an error, as in PyTorch; an
+// exponent *tensor* is not checked (that would read device values on the host), and
+// the kernels give what truncating 1 / base^-e gives: 0, or +-1 for a base of +-1.
+void check_integer_pow(const Tensor& a, const Tensor& b) {
+  if (!b.impl()->wrapped_number_ || is_floating(b.dtype()) || is_floating(a.dtype())) return;
+  if (a.impl()->wrapped_number_) return;
+  KILN_CHECK(wrapped_value(b).to_int() >= 0, Runtime,
+             "[pow] Integers to negative integer powers are not allowed.");
+}
+
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   tracing::OpScope scope(op_name(op));
   if (op == BinaryOp::nextafter) check_nextafter(a, b);
+  if (op == BinaryOp::pow) check_integer_pow(a, b);
   if (op == BinaryOp::pow)
     if (auto ac = autocast_args("pow", {a, b}))
       return scope.out(binary(op, (*ac)[0], (*ac)[1]), a, b);
@@ -123,6 +134,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 const Tensor& binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
   if (op == BinaryOp::nextafter) check_nextafter(self, other);
+  if (op == BinaryOp::pow) check_integer_pow(self, other);
   AutocastSuspend in_place;  // only out-of-place ops autocast
   const std::string name = str_cat(op_name(op), "_");
   return apply_inplace(

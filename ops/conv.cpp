@@ -717,6 +717,14 @@ Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
                ") gives a negative size at "
                "dimension ",
                d, " of input ", input.sizes());
+    // Note [Circular padding with negative pads]: a negative pad crops first and the
+    // positive pads then wrap around what is left (PyTorch copies the wrapped borders from
+    // the cropped output), so the period is the cropped length, not the input's.
+    const int64_t crop_lo = std::max<int64_t>(-lo, 0);
+    const int64_t kept = size - crop_lo - std::max<int64_t>(-hi, 0);
+    if (mode == "circular")
+      KILN_CHECK(kept > 0 || len == kept, Runtime, "[pad] circular padding (", lo, ", ", hi,
+                 ") crops dimension ", d, " of input ", input.sizes(), " to nothing to wrap");
     std::vector<int64_t> idx(static_cast<size_t>(len));
     for (int64_t j = 0; j < len; ++j) {
       int64_t p = j - lo;
@@ -725,7 +733,8 @@ Tensor pad(const Tensor& input, const Dims& pads, const std::string& mode,
       } else if (mode == "replicate") {
         p = std::min(std::max<int64_t>(p, 0), size - 1);
       } else {
-        p = ((p % size) + size) % size;
+        const int64_t q = j - std::max<int64_t>(lo, 0);
+        p = crop_lo + ((q % kept) + kept) % kept;
       }
       idx[static_cast<size_t>(j)] = p;
     }

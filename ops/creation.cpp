@@ -59,7 +59,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
   KILN_CHECK(std::isfinite(s) && std::isfinite(e), Runtime, "[arange] unsupported range: ", s,
              " -> ", e);
   KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Runtime,
-             "[arange] upper bound and larger bound inconsistent with step sign: start=", s,
+             "[arange] upper bound and lower bound inconsistent with step sign: start=", s,
              ", end=", e, ", step=", st);
   // The length in 128 bits (end - start spans up to 2**64) or in double, each
   // checked against int64 before it becomes a size.

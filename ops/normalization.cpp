@@ -203,13 +203,15 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
 
 Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
   if (auto ac = autocast_args("normalize", {input})) return normalize((*ac)[0], p, dim, eps);
-  KILN_CHECK(p > 0 && std::isfinite(p), NotImplemented,
-             "[normalize] only finite p > 0 is supported, got p=", p);
   KILN_CHECK(is_floating(input.dtype()), Runtime,
              "[normalize] expected a floating-point input, got ", input.dtype());
   std::vector<int64_t> dims{wrap_dim(dim, std::max<int64_t>(input.dim(), 1), "normalize")};
   Tensor x = input.dim() == 0 ? reshape(input, {1}) : input;
-  Tensor y = div(x, clamp(p_norm(x, p, dims), Scalar(eps), std::nullopt));
+  // p = 0 (the count of nonzeros), +-inf and negative p are Tensor.norm's, as in PyTorch.
+  Tensor norm = p > 0 && std::isfinite(p)
+                    ? p_norm(x, p, dims)
+                    : vector_norm(x, p, dims, true, std::nullopt, "normalize");
+  Tensor y = div(x, clamp(norm, Scalar(eps), std::nullopt));
   return input.dim() == 0 ? reshape(y, {}) : y;
 }
 

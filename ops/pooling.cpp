@@ -28,6 +28,7 @@
 #include "ops/memory_format.h"
 #include "ops/pool2d.h"
 #include "ops/reduce.h"
+#include "ops/unary.h"
 #include "ops/view.h"
 
 namespace kiln {
@@ -87,8 +88,9 @@ Tensor weight_table(const std::vector<double>& w, const Shape& shape, const Tens
   return device_table(to_dtype(t, like.dtype()), like.device());
 }
 
-// Adds the batch dim to an unbatched input and checks the dims; returns whether it did.
-bool batchify(Tensor& x, size_t spatial, const char* op) {
+// Adds the batch dim to an unbatched input and checks the dims and dtype (floating, or any
+// but bool where `integers` is set); returns whether it added the dim.
+bool batchify(Tensor& x, size_t spatial, const char* op, bool integers = false) {
   int64_t nd = static_cast<int64_t>(spatial);
   KILN_CHECK(x.dim() == nd + 1 || x.dim() == nd + 2, Runtime, "[", op, "] Expected ", nd + 1,
              "D or ", nd + 2, "D (batch mode) tensor for input, got input of size ", x.sizes());
@@ -97,7 +99,8 @@ bool batchify(Tensor& x, size_t spatial, const char* op) {
                "] Expected input's non-batch dimensions to have "
                "positive length, but input has a shape of ",
                x.sizes());
-  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[", op, "] not implemented for ", x.dtype());
+  KILN_CHECK(is_floating(x.dtype()) || (integers && x.dtype() != DType::Bool), NotImplemented,
+             "[", op, "] not implemented for ", x.dtype());
   if (x.dim() == nd + 2) return false;
   x = unsqueeze(x, 0);
   return true;
@@ -137,8 +140,11 @@ std::pair<Tensor, Tensor> windowed_max(const Tensor& input, const std::vector<Di
     Tensor invalid = empty({t.out, t.k}, DType::Bool);
     bool* m = invalid.data<bool>();
     for (size_t i = 0; i < t.w.size(); ++i) m[i] = t.w[i] == 0.0;
-    win = masked_fill(win, device_table(invalid, input.device()),
-                      Scalar(-std::numeric_limits<double>::infinity()));
+    // Integer windows need no mask: their padded slots repeat a valid element of the
+    // same window (max_pool_nd), which cannot change the max or the first argmax.
+    if (is_floating(input.dtype()))
+      win = masked_fill(win, device_table(invalid, input.device()),
+                        Scalar(-std::numeric_limits<double>::infinity()));
     Tensor arg = argmax(win, 3, true);
     Tensor table =
         expand(index_table(t.pos, {1, 1, t.out, t.k}, input.device()), {N, C, t.out, t.k});
@@ -330,12 +336,15 @@ std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_si
                                       const Dims& dilation, bool ceil_mode, const char* op) {
   tracing::OpScope scope("max_pool_nd");
   const size_t n = kernel_size.size();
+  KILN_CHECK(input.dtype() != DType::Bool, NotImplemented, "[", op,
+             "] not implemented for 'Bool'");
   Tensor x = input;
-  bool unbatched = batchify(x, n, op);
+  bool unbatched = batchify(x, n, op, true);
   Dims stride = expand_stride(stride_arg, kernel_size);
   check_pool_args(kernel_size, stride, padding, dilation, false, op);
   Dims out = pool_out(x, kernel_size, stride, padding, dilation, ceil_mode, op);
-  if (has_direct_kernels(x, n)) {
+  // The direct kernels are floating point; integer inputs take the window tables.
+  if (has_direct_kernels(x, n) && is_floating(x.dtype())) {
     Pool2dParams p = pool_params(x, out, kernel_size, stride, padding, dilation);
     Tensor x4 = as_4d(x, p);
     auto [y, idx] = max_pool2d_direct(x4, p);
@@ -350,10 +359,17 @@ std::pair<Tensor, Tensor> max_pool_nd(const Tensor& input, const Dims& kernel_si
     t.out = out[i];
     t.k = kernel_size[i];
     for (int64_t o = 0; o < t.out; ++o) {
+      // Padded slots read the window's first valid element (every window has one: the
+      // padding is at most half the kernel), so integer windows need no -inf fill.
+      int64_t first_valid = 0;
+      for (int64_t k = t.k - 1; k >= 0; --k) {
+        int64_t p = o * stride[i] - padding[i] + k * dilation[i];
+        if (p >= 0 && p < in) first_valid = p;
+      }
       for (int64_t k = 0; k < t.k; ++k) {
         int64_t p = o * stride[i] - padding[i] + k * dilation[i];
         bool valid = p >= 0 && p < in;
-        t.pos.push_back(valid ? p : 0);
+        t.pos.push_back(valid ? p : first_valid);
         t.w.push_back(valid ? 1.0 : 0.0);
       }
     }
@@ -483,11 +499,21 @@ Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
                    const std::optional<std::vector<double>>& scale_factor, const std::string& mode,
                    std::optional<bool> align_corners, bool recompute_scale_factor) {
   const char* op = "interpolate";
-  // The input rank each interpolating mode needs; nearest takes any of them.
+  // The input rank each interpolating mode needs; the nearest modes take any of them.
   int64_t rank = mode == "linear" ? 3 : mode == "bilinear" ? 4 : mode == "trilinear" ? 5 : 0;
-  KILN_CHECK(rank > 0 || mode == "nearest", NotImplemented, "[", op, "] mode '", mode,
-             "' is not supported; expected nearest, linear, bilinear or trilinear");
+  const bool exact = mode == "nearest-exact";
+  KILN_CHECK(rank > 0 || mode == "nearest" || exact, NotImplemented, "[", op, "] mode '", mode,
+             "' is not supported; expected nearest, nearest-exact, linear, bilinear or trilinear");
   const bool linear = rank > 0;
+  // As in PyTorch, uint8 images interpolate too (linear modes round back to uint8); other
+  // integer dtypes do not.
+  KILN_CHECK(is_floating(input.dtype()) || input.dtype() == DType::UInt8, NotImplemented, "[",
+             op, "] not implemented for dtype ", input.dtype(), " (floating point and uint8 only)");
+  if (linear && input.dtype() == DType::UInt8) {
+    Tensor y = interpolate(to_dtype(input, DType::Float32), size, scale_factor, mode,
+                           align_corners, recompute_scale_factor);
+    return to_dtype(clamp(round(y), Scalar(0.0), Scalar(255.0)), DType::UInt8);
+  }
   KILN_CHECK(linear || !align_corners, Value, "[", op,
              "] align_corners option can only be set "
              "with the interpolating modes: linear | bilinear | bicubic | trilinear");
@@ -501,7 +527,7 @@ Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
                   : "either size or scale_factor should be defined");
   const size_t n = static_cast<size_t>(input.dim()) - 2;
   Tensor x = input;
-  batchify(x, n, op);
+  batchify(x, n, op, true);
   std::vector<DimTable> dims(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t in = x.size(2 + static_cast<int64_t>(i)), out;
@@ -532,7 +558,10 @@ Tensor interpolate(const Tensor& input, const std::optional<Dims>& size,
     t.k = linear ? 2 : 1;
     for (int64_t o = 0; o < out; ++o) {
       if (!linear) {
-        t.pos.push_back(std::min(static_cast<int64_t>(std::floor(o * scale)), in - 1));
+        // nearest takes floor(o * scale) (PyTorch's legacy rule, shifted left);
+        // nearest-exact the pixel whose centre is nearest: floor((o + 0.5) * scale).
+        const double src = exact ? (static_cast<double>(o) + 0.5) * scale : o * scale;
+        t.pos.push_back(std::min(static_cast<int64_t>(std::floor(src)), in - 1));
         t.w.push_back(1.0);
         continue;
       }

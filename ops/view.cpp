@@ -62,6 +62,52 @@ Tensor view(const Tensor& t, const Shape& shape) {
                    t, shape);
 }
 
+// Note [Viewing as another dtype]
+// The bytes stay where they are; only the element type and, when the element sizes
+// differ, the last dim change: each element splits into (or several merge into) elements of
+// the new size along the last dim, which therefore must be contiguous (stride 1), and on
+// merging the last size, the offset and the other strides must be multiples of the ratio
+// so every new element starts on its boundary. As in PyTorch the result carries no
+// gradient (a bit pattern has no derivative) but shares the version counter.
+Tensor view_dtype(const Tensor& t, DType dtype) {
+  const int64_t from = static_cast<int64_t>(itemsize(t.dtype()));
+  const int64_t to = static_cast<int64_t>(itemsize(dtype));
+  Shape sizes = t.sizes(), strides = t.strides();
+  int64_t offset = t.storage_offset();
+  const char* a = dtype_name(t.dtype());
+  const char* b = dtype_name(dtype);
+  if (from != to) {
+    KILN_CHECK(t.dim() > 0, Runtime, "[view] self.dim() cannot be 0 to view ", a, " as ", b,
+               " (different element sizes)");
+    KILN_CHECK(t.strides().back() == 1, Runtime, "[view] self.stride(-1) must be 1 to view ",
+               a, " as ", b, " (different element sizes), but got ", t.strides().back());
+  }
+  if (from > to) {
+    const int64_t ratio = from / to;
+    for (size_t i = 0; i + 1 < strides.size(); ++i) strides[i] *= ratio;
+    sizes.back() *= ratio;
+    offset *= ratio;
+  } else if (from < to) {
+    const int64_t ratio = to / from;
+    KILN_CHECK(sizes.back() % ratio == 0, Runtime, "[view] self.size(-1) must be divisible by ",
+               ratio, " to view ", a, " as ", b, " (different element sizes), but got ",
+               sizes.back());
+    KILN_CHECK(offset % ratio == 0, Runtime, "[view] self.storage_offset() must be divisible by ",
+               ratio, " to view ", a, " as ", b, " (different element sizes), but got ", offset);
+    for (size_t i = 0; i + 1 < strides.size(); ++i) {
+      KILN_CHECK(strides[i] % ratio == 0, Runtime, "[view] self.stride(", i,
+                 ") must be divisible by ", ratio, " to view ", a, " as ", b,
+                 " (different element sizes), but got ", strides[i]);
+      strides[i] /= ratio;
+    }
+    sizes.back() /= ratio;
+    offset /= ratio;
+  }
+  Tensor out = make_view(t, sizes, strides, offset);
+  out.impl()->dtype_ = dtype;
+  return out;
+}
+
 Tensor reshape(const Tensor& t, const Shape& shape) {
   tracing::OpScope scope("reshape");
   Shape target = infer_size(shape, t.numel(), "reshape");

@@ -10,6 +10,9 @@
 namespace kiln {
 
 Tensor view(const Tensor& t, const Shape& shape);
+// t's bytes read as `dtype` (Tensor.view(dtype)): same shape for equal element sizes, the
+// last dim scaled by the size ratio otherwise (PyTorch's rules). Not differentiable.
+Tensor view_dtype(const Tensor& t, DType dtype);
 // A view when the strides allow it, else a copy.
 Tensor reshape(const Tensor& t, const Shape& shape);
 Tensor expand(const Tensor& t, const Shape& shape);

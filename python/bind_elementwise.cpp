@@ -140,10 +140,14 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   }
   auto div_rounding = [](const Tensor& x, const Tensor& y, py::object mode) -> Tensor {
     if (mode.is_none()) return div(x, y);
+    // PyTorch's kinds: a non-string is a TypeError (argument parsing), a wrong string a
+    // RuntimeError.
+    KILN_CHECK(py::isinstance<py::str>(mode), Type, "[div] rounding_mode must be None or a str, "
+               "not ", py::str(py::type::of(mode).attr("__name__")).cast<std::string>());
     std::string name = py::str(mode);
     if (name == "floor") return floor_divide(x, y);
-    KILN_CHECK(name == "trunc", Value, "[div] expected rounding_mode to be one of None, 'trunc', "
-               "or 'floor' but found '", name, "'");
+    KILN_CHECK(name == "trunc", Runtime, "[div] expected rounding_mode to be one of None, "
+               "'trunc', or 'floor' but found '", name, "'");
     DType rt = result_type(x, y);
     Tensor q = trunc(div(x, y));
     return is_floating(rt) ? q : to_dtype(q, rt);

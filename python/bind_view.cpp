@@ -11,12 +11,14 @@ namespace py = pybind11;
 namespace kiln::python {
 
 void init_view(py::module_& m, TensorClass& cls) {
-  cls.def("view", [](const Tensor& t, py::args args) {
-    if (args.size() == 1) {
-      DType dt;
-      KILN_CHECK(!dtype_from_object(args[0], &dt), NotImplemented,
-                 "[view] view(dtype) is not supported yet");
-    }
+  cls.def("view", [](const Tensor& t, py::args args, py::kwargs kw) {
+    DType dt;
+    if (kw.size() == 1 && kw.contains("dtype") && args.size() == 0 &&
+        dtype_from_object(kw["dtype"], &dt))
+      return view_dtype(t, dt);
+    KILN_CHECK(kw.size() == 0, Type, "[view] view() takes sizes or one dtype (dtype=), got "
+               "keywords ", py::str(py::list(kw.attr("keys")())).cast<std::string>());
+    if (args.size() == 1 && dtype_from_object(args[0], &dt)) return view_dtype(t, dt);
     return view(t, parse_shape(args, "view"));
   });
   cls.def("view_as", [](const Tensor& t, const Tensor& o) { return view(t, o.sizes()); });

@@ -45,5 +45,7 @@ void init_distributed(pybind11::module_& m);
 void init_build_info(pybind11::module_& m);
 // Tensor.__dlpack__ / __dlpack_device__, kiln.from_dlpack, kiln.to_dlpack.
 void init_dlpack(pybind11::module_& m, TensorClass& cls);
+// Last: axis=/keepdims= accepted wherever dim=/keepdim= are (Note [NumPy keyword aliases]).
+void init_numpy_aliases(pybind11::module_& m, TensorClass& cls);
 
 }  // namespace kiln::python

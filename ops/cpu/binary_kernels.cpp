@@ -59,8 +59,14 @@ T int_fmod(T x, T y) {
 
 template <typename T>
 T int_pow(T base, T exp) {
+  // Negative exponents (tensor exponents only; the front end rejects negative Python
+  // integers): 1 / base^|e| truncated, as PyTorch's kernels give. Same rule in cuda/binary.cu.
   if constexpr (std::is_signed_v<T>) {
-    KILN_CHECK(exp >= 0, Runtime, "[pow] Integers to negative integer powers are not allowed.");
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exp & 1) ? T(-1) : T(1);
+      return 0;
+    }
   }
   T result = 1;
   while (exp) {

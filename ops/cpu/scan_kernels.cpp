@@ -1,6 +1,9 @@
 // Inclusive scans (cumsum, cumprod) along the rows of a contiguous [outer, n]
-// input. Half types carry the running value in float so long float16 cumsums
-// round once per element instead of compounding.
+// input. The running value is carried wider than the data, as PyTorch's CPU kernels
+// do: half types in float, float32 in double, so a long float32 cumprod or cumsum
+// rounds once per element instead of compounding (and matches PyTorch's values).
+#include <type_traits>
+
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
 
@@ -11,7 +14,7 @@ void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {
              "[scan] only Sum and Prod scans exist");
   dispatch_numeric(in.dtype(), "scan", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using A = acc_t<T>;
+    using A = std::conditional_t<std::is_same_v<T, float>, double, acc_t<T>>;
     const int64_t outer = in.size(0), n = in.size(1);
     const T* src = in.data<T>();
     T* dst = out.data<T>();

@@ -142,7 +142,8 @@ def get_deterministic_debug_mode():
 # PyTorch, and dir(kiln) still lists them. Submodules every training script uses
 # (nn, optim, cuda, amp, autograd, special) stay eager. For the same reason NumPy
 # is imported inside the functions that use it (printing, finfo, gradcheck, ...).
-_LAZY_SUBMODULES = ("distributed", "doctor", "export", "multiprocessing", "serialization", "utils")
+_LAZY_SUBMODULES = ("distributed", "distributions", "doctor", "export", "multiprocessing",
+                    "serialization", "utils")
 _LAZY_FUNCTIONS = {"load": "kiln.serialization", "save": "kiln.serialization"}
 
 

@@ -1,0 +1,67 @@
+"""Dirichlet(concentration): vectors on the simplex along the last dim."""
+
+import kiln
+from kiln.distributions import constraints
+from kiln.distributions._gamma import sample_dirichlet
+from kiln.distributions.distribution import Distribution
+
+__all__ = ["Dirichlet"]
+
+
+class Dirichlet(Distribution):
+    arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, concentration, validate_args=None):
+        if concentration.dim() < 1:
+            raise ValueError("`concentration` parameter must be at least one-dimensional.")
+        self.concentration = concentration
+        batch_shape, event_shape = concentration.shape[:-1], concentration.shape[-1:]
+        super().__init__(batch_shape, event_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Dirichlet, _instance)
+        batch_shape = kiln.Size(batch_shape)
+        new.concentration = self.concentration.expand(tuple(batch_shape) + tuple(self.event_shape))
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    def rsample(self, sample_shape=()):
+        """Normalized gamma samples, differentiable in concentration (Note [Gamma samples
+        and their gradient])."""
+        shape = self._extended_shape(sample_shape)
+        return sample_dirichlet(self.concentration.expand(shape))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return (kiln.xlogy(self.concentration - 1.0, value).sum(-1)
+                + kiln.lgamma(self.concentration.sum(-1))
+                - kiln.lgamma(self.concentration).sum(-1))
+
+    @property
+    def mean(self):
+        return self.concentration / self.concentration.sum(-1, True)
+
+    @property
+    def mode(self):
+        concentrationm1 = (self.concentration - 1).clamp(min=0.0)
+        mode = concentrationm1 / concentrationm1.sum(-1, True)
+        mask = (self.concentration < 1).all(dim=-1)
+        one_hot = kiln.nn.functional.one_hot(
+            self.concentration.argmax(dim=-1), concentrationm1.shape[-1]).to(mode.dtype)
+        return kiln.where(mask.unsqueeze(-1), one_hot, mode)
+
+    @property
+    def variance(self):
+        con0 = self.concentration.sum(-1, True)
+        return self.concentration * (con0 - self.concentration) / (con0.pow(2) * (con0 + 1))
+
+    def entropy(self):
+        k = self.concentration.size(-1)
+        a0 = self.concentration.sum(-1)
+        return (kiln.lgamma(self.concentration).sum(-1) - kiln.lgamma(a0)
+                - (k - a0) * kiln.digamma(a0)
+                - ((self.concentration - 1.0) * kiln.digamma(self.concentration)).sum(-1))
