@@ -98,7 +98,10 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
                        static_cast<uint64_t>(i) * static_cast<uint64_t>(step.to_int());
         p[i] = cpu::convert<T>(static_cast<int64_t>(v));
       } else {
-        p[i] = cpu::convert<T>(s + static_cast<double>(i) * st);
+        // Rounded after the product, as the device path's separate mul and add kernels do
+        // (under capture): a compiler may otherwise fuse this into one fma.
+        volatile double product = static_cast<double>(i) * st;
+        p[i] = cpu::convert<T>(s + product);
       }
     }
   });

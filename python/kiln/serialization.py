@@ -364,7 +364,7 @@ class _Reader:
         (n,) = struct.unpack("<Q", self.f.read(8))
         if n > MAX_HEADER_BYTES:
             raise self.error(f"header length {n} exceeds the safetensors limit of "
-                             f"{MAX_HEADER_BYTES} bytes")
+                             f"{MAX_HEADER_BYTES} bytes: " + _torch_format.describe_unknown(head))
         if n > self.size - 8:
             raise self.error(f"header length {n} runs past the end of the file "
                              f"({self.size - 8} bytes follow the length): "

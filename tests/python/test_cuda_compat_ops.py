@@ -61,7 +61,12 @@ def test_integer_max_pool_on_cuda(dtype):
 def test_uint8_and_nearest_exact_interpolation_on_cuda():
     a = np.random.default_rng(2).integers(0, 256, (1, 3, 5, 4)).astype(np.uint8)
     same_on_both(lambda t: F.interpolate(t, size=(7, 3), mode="nearest-exact"), a)
-    same_on_both(lambda t: F.interpolate(t, scale_factor=1.5, mode="bilinear"), a)
+    # uint8 bilinear computes in float and rounds: a value within float rounding of .5 may
+    # round either way on the two devices (PyTorch's own CPU and CUDA kernels differ by 1 too).
+    bil = lambda t: F.interpolate(t, scale_factor=1.5, mode="bilinear")  # noqa: E731
+    gpu, cpu = bil(kiln.tensor(a).cuda()).cpu().numpy(), bil(kiln.tensor(a)).numpy()
+    assert gpu.dtype == cpu.dtype == np.uint8
+    assert np.abs(gpu.astype(int) - cpu.astype(int)).max() <= 1
     same_on_both(lambda t: F.interpolate(t.float(), size=(3, 9), mode="nearest-exact"), a)
 
 

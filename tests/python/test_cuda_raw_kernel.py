@@ -256,7 +256,7 @@ def test_elementwise_broadcasts_noncontiguous_operands_and_scalars():
 
 
 def test_elementwise_typed_params_cast_inputs_and_fill_given_outputs():
-    k = kiln.cuda.ElementwiseKernel("float32 x, int32 n", "float64 y", "y = x * n", "scale")
+    k = kiln.cuda.ElementwiseKernel("float32 x, int32 k", "float64 y", "y = x * k", "scale")
     x = cuda(np.arange(6), "int64")
     out = kiln.zeros((6,), dtype=kiln.float64, device="cuda")
     r = k(x, 3, out)

@@ -37,11 +37,11 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         for j in range(n_out if out.requires_grad else 0):
             onehot = np.zeros(n_out, dtype=np.float64)
             onehot[j] = 1.0
-            g = _C.from_numpy(onehot.reshape(tuple(out.shape))).to(out.dtype)
+            g = _C.from_numpy(onehot.reshape(tuple(out.shape))).to(out.dtype).to(out.device)
             grads = _C._grad([out], diff_inputs, [g], True, False, True)
             for k, gk in enumerate(grads):
                 if gk is not None:
-                    analytical[k][j] = gk.contiguous().view(-1).numpy()
+                    analytical[k][j] = gk.contiguous().view(-1).cpu().numpy()
         # Numerical Jacobian, one column per input element.
         for k, t in enumerate(diff_inputs):
             if not t.is_contiguous():
