@@ -24,16 +24,20 @@ from kiln.cuda import amp  # noqa: F401  (torch.cuda.amp spelling)
 from kiln.cuda import nvtx  # noqa: F401
 from kiln.cuda import nccl  # noqa: F401
 from kiln.cuda._arch import get_arch_list, get_gencode_flags  # noqa: F401
-from kiln.cuda.graphs import (  # noqa: F401
-    CUDAGraph,
-    graph,
-    graph_pool_handle,
-    is_current_stream_capturing,
-    make_graphed_callables,
-)
-from kiln.cuda._raw_kernel import CompileException, RawKernel, RawModule  # noqa: F401
-from kiln.cuda._elementwise_kernel import ElementwiseKernel  # noqa: F401
-from kiln.cuda._reduction_kernel import ReductionKernel  # noqa: F401
+# CUDA graphs and custom kernels load on first use (Note [Lazy submodules] in kiln/__init__.py):
+# their modules, hashlib and the kernel-source generators cost `import kiln` ~35 ms.
+_LAZY_NAMES = {
+    "CUDAGraph": "kiln.cuda.graphs",
+    "graph": "kiln.cuda.graphs",
+    "graph_pool_handle": "kiln.cuda.graphs",
+    "is_current_stream_capturing": "kiln.cuda.graphs",
+    "make_graphed_callables": "kiln.cuda.graphs",
+    "CompileException": "kiln.cuda._raw_kernel",
+    "RawKernel": "kiln.cuda._raw_kernel",
+    "RawModule": "kiln.cuda._raw_kernel",
+    "ElementwiseKernel": "kiln.cuda._elementwise_kernel",
+    "ReductionKernel": "kiln.cuda._reduction_kernel",
+}
 from kiln.cuda.random import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,
@@ -226,4 +230,10 @@ def __getattr__(name):
     # device count is not known at import time.
     if name == "default_generators":
         return tuple(_C._default_generator(f"cuda:{i}") for i in range(device_count()))
+    if name in _LAZY_NAMES:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'kiln.cuda' has no attribute {name!r}")
