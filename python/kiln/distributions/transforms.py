@@ -275,18 +275,22 @@ class ComposeTransform(Transform):
 identity_transform = ComposeTransform([])
 
 
-class ExpTransform(Transform):
+class _ParameterFreeTransform(Transform):
+    """A transform without parameters: every instance of the class is equal to every other."""
+
+    def __eq__(self, other):
+        return isinstance(other, type(self))
+
+    __hash__ = object.__hash__
+
+
+class ExpTransform(_ParameterFreeTransform):
     """y = exp(x)."""
 
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, ExpTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.exp()
@@ -381,18 +385,13 @@ def _clipped_sigmoid(x):
     return kiln.clamp(kiln.sigmoid(x), min=finfo.tiny, max=1.0 - finfo.eps)
 
 
-class SigmoidTransform(Transform):
+class SigmoidTransform(_ParameterFreeTransform):
     """y = sigmoid(x), clipped into the open unit interval."""
 
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return _clipped_sigmoid(x)
@@ -406,7 +405,7 @@ class SigmoidTransform(Transform):
         return -F.softplus(-x) - F.softplus(x)
 
 
-class TanhTransform(Transform):
+class TanhTransform(_ParameterFreeTransform):
     """y = tanh(x). Inverting a sample the transform made (cache_size=1) is exact; the
     atanh of values rounded to +-1 is not."""
 
@@ -414,11 +413,6 @@ class TanhTransform(Transform):
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tanh()
@@ -431,16 +425,11 @@ class TanhTransform(Transform):
         return 2.0 * (math.log(2.0) - x - F.softplus(-2.0 * x))
 
 
-class AbsTransform(Transform):
+class AbsTransform(_ParameterFreeTransform):
     """y = |x| (not bijective; the inverse picks the non-negative root)."""
 
     domain = constraints.real
     codomain = constraints.positive
-
-    def __eq__(self, other):
-        return isinstance(other, AbsTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.abs()
@@ -494,16 +483,11 @@ class PowerTransform(Transform):
         return tuple(kiln.broadcast_shapes(shape, getattr(self.exponent, "shape", ())))
 
 
-class SoftmaxTransform(Transform):
+class SoftmaxTransform(_ParameterFreeTransform):
     """Unconstrained vectors to the simplex by exp and normalization (not bijective)."""
 
     domain = constraints.real_vector
     codomain = constraints.simplex
-
-    def __eq__(self, other):
-        return isinstance(other, SoftmaxTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         logprobs = x
