@@ -5,14 +5,17 @@
 //
 // INPUTS holds one tensor per program input, named like the input (the names the export
 // gave: the forward's parameter names). The program's outputs are printed (shape and first
-// values) with the mean latency of N runs; --out saves them as "output0", "output1", ... (a
+// values) with the median and mean latency of N runs, each timed until its results are
+// ready; --out saves them as "output0", "output1", ... (a
 // safetensors file kiln.load reads). --threads T runs the one loaded program from T threads at
 // once, N times each, and exits 1 unless every thread's outputs equal the single-threaded ones.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,13 +101,20 @@ int main(int argc, char** argv) {
 
     std::vector<kiln::Tensor> outputs = program.run(inputs);  // also the warm-up
     synchronize(device);
-    auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < o.repeat; ++r) outputs = program.run(inputs);
-    synchronize(device);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count() /
-        o.repeat;
+    // Each run is timed on its own, up to its results being ready (the latency a caller
+    // sees); the median is robust to the odd slow run, the mean shows the tail.
+    std::vector<double> run_ms;
+    for (int r = 0; r < o.repeat; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      outputs = program.run(inputs);
+      synchronize(device);
+      run_ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    const double mean = std::accumulate(run_ms.begin(), run_ms.end(), 0.0) / o.repeat;
+    std::nth_element(run_ms.begin(), run_ms.begin() + o.repeat / 2, run_ms.end());
+    const double median = run_ms[static_cast<size_t>(o.repeat / 2)];
 
     std::map<std::string, kiln::Tensor> saved;
     for (size_t k = 0; k < outputs.size(); ++k) {
@@ -112,7 +122,8 @@ int main(int argc, char** argv) {
       std::cout << "output" << k << ": " << host.dtype() << " " << host.sizes() << "\n";
       saved["output" + std::to_string(k)] = host;
     }
-    std::cout << "latency: " << ms << " ms per run on " << device << " (" << o.repeat << " runs)\n";
+    std::cout << "latency: " << median << " ms median, " << mean << " ms mean per run on " << device
+              << " (" << o.repeat << " runs)\n";
     if (!o.out.empty()) kiln::save_safetensors(o.out, saved);
 
     if (o.threads > 0) {
