@@ -350,7 +350,11 @@ void Server::expire_waiters() {
 // One connection to the server; not thread-safe (the store hands each to one caller at a time).
 class Connection {
  public:
-  Connection(const std::string& host, int port, Millis timeout, bool counted);
+  // `master_seen`: this store reached the master before, so a refused connection means the
+  // master has exited (nothing listens on its port any more) and is not retried; before
+  // that, refusals are retried until `timeout` because the master may start after us.
+  Connection(const std::string& host, int port, Millis timeout, bool counted,
+             bool master_seen = false);
   ~Connection() { ::close(fd_); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -368,8 +372,11 @@ class Connection {
   int fd_ = -1;
 };
 
-// Tries every address of host:port once; returns a connected blocking socket or -1 (*err set).
-int try_connect(const std::string& host, int port, Clock::time_point deadline, std::string* err) {
+// Tries every address of host:port once; returns a connected blocking socket or -1 (*err set,
+// *refused true when every address refused the connection).
+int try_connect(const std::string& host, int port, Clock::time_point deadline, std::string* err,
+                bool* refused) {
+  *refused = false;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -380,6 +387,7 @@ int try_connect(const std::string& host, int port, Clock::time_point deadline, s
     return -1;
   }
   int result = -1;
+  bool all_refused = true;
   for (addrinfo* a = found; a && result < 0; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) continue;
@@ -399,21 +407,28 @@ int try_connect(const std::string& host, int port, Clock::time_point deadline, s
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       result = fd;
     } else {
+      all_refused = all_refused && errno == ECONNREFUSED;
       *err = errno_text(errno);
       ::close(fd);
     }
   }
   ::freeaddrinfo(found);
+  *refused = result < 0 && all_refused;
   return result;
 }
 
-Connection::Connection(const std::string& host, int port, Millis timeout, bool counted)
+Connection::Connection(const std::string& host, int port, Millis timeout, bool counted,
+                       bool master_seen)
     : host_(host), port_(port) {
   auto deadline = deadline_after(timeout);
   std::string err = "no address";
   auto backoff = Millis(10);
+  bool refused = false;
   // The master may start after its clients: refused connections are retried until the timeout.
-  while ((fd_ = try_connect(host, port, deadline, &err)) < 0 && Clock::now() < deadline) {
+  while ((fd_ = try_connect(host, port, deadline, &err, &refused)) < 0 &&
+         Clock::now() < deadline) {
+    KILN_CHECK(!(refused && master_seen), Runtime, "[TCPStore] the store at ", where(),
+               " refused a new connection: its master (rank 0) has exited or failed");
     std::this_thread::sleep_for(std::min<Millis>(backoff, Millis(ms_until(deadline))));
     backoff = std::min(backoff * 2, Millis(500));
   }
@@ -488,7 +503,8 @@ Bytes TCPStore::Impl::request(Writer& w, Millis wait, Millis store_timeout, cons
     if (!idle.empty()) conn = std::move(idle.back()), idle.pop_back();
   }
   if (!conn)
-    conn = std::make_unique<Connection>(server ? "127.0.0.1" : host, port, store_timeout, false);
+    conn = std::make_unique<Connection>(server ? "127.0.0.1" : host, port, store_timeout, false,
+                                        /*master_seen=*/true);
   bool blocking = cmd == Cmd::Get || cmd == Cmd::Wait;
   Bytes body =
       conn->call(w, deadline_after((blocking ? wait : store_timeout) + kReplyMargin), what);

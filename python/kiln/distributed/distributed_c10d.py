@@ -17,6 +17,7 @@ import numpy as np
 
 import kiln
 from kiln._C import _distributed as _C
+from kiln.distributed import _stalls
 
 ReduceOp = _C.ReduceOp
 Work = _C.Work
@@ -32,8 +33,9 @@ __all__ = [
     "reduce", "reduce_scatter_tensor", "send",
 ]
 
-# PyTorch's default collective timeout.
+# PyTorch's default collective timeouts: 30 minutes, and 10 for NCCL groups.
 default_pg_timeout = timedelta(minutes=30)
+default_pg_nccl_timeout = timedelta(minutes=10)
 
 
 class Backend(str):
@@ -209,14 +211,20 @@ def _make_group(ranks, backend, timeout, device_id):
     if _World.rank not in ranks:
         return GroupMember.NON_GROUP_MEMBER
     group_rank = ranks.index(_World.rank)
-    seconds = _timeout_seconds(timeout)
+
+    def seconds(b):
+        if timeout is None and b == Backend.NCCL:
+            return default_pg_nccl_timeout.total_seconds()
+        return _timeout_seconds(timeout)
+
     backends = {
         device: _new_backend_group(
-            _World.store, name, device, b, group_rank, len(ranks), seconds, device_id
+            _World.store, name, device, b, group_rank, len(ranks), seconds(b), device_id
         )
         for device, b in devices.items()
     }
-    pg = ProcessGroup(name, str(spec), ranks, group_rank, backends, seconds)
+    pg = ProcessGroup(name, str(spec), ranks, group_rank, backends,
+                      max(seconds(b) for b in devices.values()))
     _World.groups.append(pg)
     return pg
 
@@ -368,10 +376,20 @@ def _backend(g, tensor, op):
     return pg
 
 
-def _finish(work, async_op):
+def _finish(work, async_op, g=None, op=None):
+    """Waits for a synchronous collective; on a timeout the error also names the ranks that
+    did not arrive (Note [Naming the ranks that did not arrive])."""
     if async_op:
         return work
-    work.wait()
+    try:
+        work.wait()
+    except RuntimeError as e:
+        if g is None or _World.store is None or not _stalls.is_timeout(e):
+            raise
+        named = _stalls.describe_stalled_ranks(_World.store, g, op, _World.rank)
+        if not named:
+            raise
+        raise type(e)(f"{e}\n{named}") from None
     return None
 
 
@@ -384,7 +402,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     g = _member(group, "all_reduce")
     if g is None:
         return None
-    return _finish(_backend(g, tensor, "all_reduce").allreduce([tensor], op), async_op)
+    return _finish(_backend(g, tensor, "all_reduce").allreduce([tensor], op), async_op, g,
+                   "all_reduce")
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
@@ -392,7 +411,8 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if g is None:
         return None
     root = _group_peer(g, "broadcast", src, group_src, "src")
-    return _finish(_backend(g, tensor, "broadcast").broadcast([tensor], root), async_op)
+    return _finish(_backend(g, tensor, "broadcast").broadcast([tensor], root), async_op, g,
+                   "broadcast")
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
@@ -400,7 +420,8 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     if g is None:
         return None
     root = _group_peer(g, "reduce", dst, group_dst, "dst")
-    return _finish(_backend(g, tensor, "reduce").reduce([tensor], root, op), async_op)
+    return _finish(_backend(g, tensor, "reduce").reduce([tensor], root, op), async_op, g,
+                   "reduce")
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -408,7 +429,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     if g is None:
         return None
     return _finish(_backend(g, tensor, "all_gather").allgather(list(tensor_list), tensor),
-                   async_op)
+                   async_op, g, "all_gather")
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -416,7 +437,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     if g is None:
         return None
     pg = _backend(g, input_tensor, "all_gather_into_tensor")
-    return _finish(pg.allgather_into_tensor(output_tensor, input_tensor), async_op)
+    return _finish(pg.allgather_into_tensor(output_tensor, input_tensor), async_op, g,
+                   "all_gather_into_tensor")
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -424,7 +446,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if g is None:
         return None
     pg = _backend(g, input, "reduce_scatter_tensor")
-    return _finish(pg.reduce_scatter_tensor(output, input, op), async_op)
+    return _finish(pg.reduce_scatter_tensor(output, input, op), async_op, g,
+                   "reduce_scatter_tensor")
 
 
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
@@ -445,7 +468,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
                 f"{name}={splits} for a tensor of {rows} rows in a group of {n} ranks"
             )
     pg = _backend(g, input, "all_to_all_single")
-    return _finish(pg.alltoall_base(output, input), async_op)
+    return _finish(pg.alltoall_base(output, input), async_op, g, "all_to_all_single")
 
 
 def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
@@ -488,7 +511,7 @@ def barrier(group=None, async_op=False, device_ids=None):
         return None
     # A host-side Gloo barrier when there is one; NCCL's barrier blocks the host on wait().
     pg = g._backends.get("cpu") or next(iter(g._backends.values()))
-    return _finish(pg.barrier(), async_op)
+    return _finish(pg.barrier(), async_op, g, "barrier")
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
@@ -505,7 +528,9 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     store.set(keys[g.rank()], b"1")
     try:
         store.wait(keys, timedelta(seconds=seconds))
-    except RuntimeError:
+    except RuntimeError as e:
+        if not _stalls.is_timeout(e):
+            raise  # the store itself failed (its master exited): nothing to count
         missing = [g._ranks[r] for r in range(g.size()) if not store.check([keys[r]])]
         if not missing:
             return None

@@ -160,10 +160,11 @@ class _Worker:
         self.local_rank = local_rank
         self.rank = rank
         self.proc = proc
-        self.end = None
+        self.end = None  # when the launcher's waiter saw the process exit (time.monotonic())
         self.tail = collections.deque(maxlen=max(tail_lines, 1))
         self.readers = []
         self.error_file = None  # where @record writes the worker's exception
+        self.reported = False  # returned by _Group.poll already
 
 
 class _Group:
@@ -199,6 +200,13 @@ class _Group:
             )
             w = _Worker(local_rank, rank, proc, config.tail_lines)
             w.error_file = error_file
+            # Note [Blaming the first failure]: a waiter thread per worker reaps it the moment
+            # it exits and stamps the time. When one rank fails, its peers fail a few
+            # milliseconds later (a closed connection, a store gone); a monitor loop that
+            # polls every --monitor-interval sees them all in one pass and could only order
+            # them by rank, so the report would blame rank 0 for rank 2's exception. Exit
+            # times order them by what happened first.
+            threading.Thread(target=self._wait_for_exit, args=(w,), daemon=True).start()
             streams = ((proc.stdout, "stdout", False), (proc.stderr, "stderr", True))
             for stream, sink, keep in streams:
                 if stream is not None:
@@ -226,14 +234,17 @@ class _Group:
                     pass
         stream.close()
 
+    @staticmethod
+    def _wait_for_exit(worker):
+        worker.proc.wait()
+        worker.end = time.monotonic()
+
     def poll(self):
-        """Returns the workers that exited since the last call, in the order seen."""
-        done = []
-        for w in self.workers:
-            if w.end is None and w.proc.poll() is not None:
-                w.end = time.monotonic()
-                done.append(w)
-        return done
+        """Returns the workers that exited since the last call, the first to exit first."""
+        done = [w for w in self.workers if w.end is not None and not w.reported]
+        for w in done:
+            w.reported = True
+        return sorted(done, key=lambda w: w.end)
 
     def running(self):
         return [w for w in self.workers if w.end is None]
@@ -364,7 +375,8 @@ def _report(failed, also_failed, stopped, killed, attempt_start):
         f"{failed.end - attempt_start:.2f} s after start"
     ]
     for w in also_failed:
-        lines.append(f"{_PREFIX} at the same time global rank {w.rank} {_describe_exit(w)}")
+        lines.append(f"{_PREFIX} then global rank {w.rank} {_describe_exit(w)} "
+                     f"{w.end - failed.end:.3f} s later")
     if stopped:
         ranks = ", ".join(str(w.rank) for w in stopped)
         lines.append(f"{_PREFIX} stopped the other workers (ranks {ranks})"
