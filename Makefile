@@ -7,12 +7,16 @@ JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: all deps build train test test-cpp test-python bench sanitize fuzz clean
+.PHONY: all deps test-deps build train test test-cpp test-python bench sanitize fuzz clean
 
 all: build
 
 deps:
 	@PYTHON=$(PYTHON) scripts/install_deps.sh
+
+# PyTorch for the comparison tests, out of the environment (KILN_TEST_TORCH=0 skips it).
+test-deps:
+	@PYTHON=$(PYTHON) scripts/install_test_torch.sh
 
 $(BUILD_DIR)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release \
@@ -25,7 +29,7 @@ train: build
 	@echo "== build done; training (the result is the last line) =="
 	$(PYTHON) examples/train_digits.py
 
-test: build test-cpp test-python
+test: build test-deps test-cpp test-python
 
 test-cpp:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

@@ -117,7 +117,9 @@ Tensor vector_norm(const Tensor& x, double ord, const DimList& dims, bool keepdi
                    std::optional<DType> dtype, const char* name) {
   if (auto ac = autocast_args("norm", {x}, dtype.has_value()))
     return vector_norm((*ac)[0], ord, dims, keepdim, dtype, name);
-  KILN_CHECK(is_floating(x.dtype()), Runtime, "[", name,
+  // NotImplementedError (a RuntimeError) as PyTorch 2.15 raises; earlier releases raised
+  // RuntimeError.
+  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[", name,
              "] Expected a floating point tensor as input, got ", x.dtype());
   KILN_CHECK(!std::isnan(ord), Runtime, "[", name, "] ord must not be NaN");
   DType dt = dtype ? *dtype : x.dtype();

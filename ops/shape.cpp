@@ -375,19 +375,18 @@ Tensor rot90(const Tensor& x, int64_t k, const std::vector<int64_t>& dims) {
              "= ", dims.size(), " (dims ", Shape(dims), ")");
   KILN_CHECK(nd >= 2, Runtime, "[rot90] expected total dims >= 2, but got total dims = ", nd,
              " (input shape ", x.sizes(), ")");
-  KILN_CHECK(dims[0] != dims[1] && std::abs(dims[0] - dims[1]) != nd, Runtime,
-             "[rot90] expected rotation dims to be different, but got dim0 = ", dims[0],
-             " and dim1 = ", dims[1]);
-  KILN_CHECK(dims[0] < nd && dims[0] >= -nd, Runtime, "[rot90] Rotation dim0 out of range, dim0 "
-             "= ", dims[0], " for input of shape ", x.sizes());
-  KILN_CHECK(dims[1] < nd && dims[1] >= -nd, Runtime, "[rot90] Rotation dim1 out of range, dim1 "
-             "= ", dims[1], " for input of shape ", x.sizes());
+  // PyTorch 2.15 wraps the dims first (an out-of-range dim is an IndexError), then compares.
+  const std::vector<int64_t> wrapped = {wrap_dim(dims[0], nd, "rot90"),
+                                        wrap_dim(dims[1], nd, "rot90")};
+  KILN_CHECK(wrapped[0] != wrapped[1], Runtime,
+             "[rot90] expected rotation dims to be different, but got dim0 = ", wrapped[0],
+             " and dim1 = ", wrapped[1]);
   // A quarter turn towards dims[1] is "reverse dims[1], then swap the two"; three quarter
   // turns reverse dims[0] instead. flip copies, so the result never aliases x.
   switch (((k % 4) + 4) % 4) {
-    case 1: return transpose(flip(x, {dims[1]}), dims[0], dims[1]);
-    case 2: return flip(x, dims);
-    case 3: return transpose(flip(x, {dims[0]}), dims[0], dims[1]);
+    case 1: return transpose(flip(x, {wrapped[1]}), wrapped[0], wrapped[1]);
+    case 2: return flip(x, wrapped);
+    case 3: return transpose(flip(x, {wrapped[0]}), wrapped[0], wrapped[1]);
     default: return clone(x);
   }
 }

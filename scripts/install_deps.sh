@@ -52,21 +52,6 @@ if [ "${#missing_py[@]}" -gt 0 ]; then
   "$PYTHON" -m pip install -q "${missing_py[@]}"
 fi
 
-# PyTorch, for the tests that compare kiln with it (torch_compare.py, test_vs_torch_*.py, ...);
-# a test dependency only, never one of kiln's. The CPU wheel from PyTorch's index where it is
-# reachable (a fraction of the CUDA wheel's download), else PyPI's wheel. Opt-in for now
-# (KILN_TEST_TORCH=1): run against torch 2.15 on the CPU, 7 comparison tests still fail (6
-# LayerNorm/encoder reprs, whose format torch changed, and one RMSprop tolerance), so CI
-# cannot turn it on until they are settled (issue 18). Without torch those tests skip.
-if [ "${KILN_TEST_TORCH:-0}" != 0 ] && ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
-  echo "install_deps: installing PyTorch for the comparison tests (KILN_TEST_TORCH=0 skips this)"
-  pip_quick=(--retries 0 --timeout 30)
-  if ! "$PYTHON" -m pip install -q "${pip_quick[@]}" --index-url https://download.pytorch.org/whl/cpu \
-      torch >/dev/null 2>&1 && ! "$PYTHON" -m pip install -q "${pip_quick[@]}" torch; then
-    echo "install_deps: could not install PyTorch: the tests that compare with it will skip"
-  fi
-fi
-
 # The cuDNN frontend: NVIDIA's header-only C++ API for cuDNN graphs (Apache-2.0 AND MIT), used
 # by cuda/cudnn_attention.cpp only (Note [cuDNN attention]). PyPI's nvidia-cudnn-frontend wheel
 # carries the headers: its include/ (and license files) go to third_party/cudnn_frontend, which

@@ -134,7 +134,7 @@ def test_layer_norm():
         m.bias.copy_(T(rand(3, 4)))
     x = rand(2, 3, 4)
     assert_close(m(T(x)), np_layer_norm(x, 2, np_(m.weight), np_(m.bias), 1e-3))
-    assert repr(m) == "LayerNorm((3, 4), eps=0.001, elementwise_affine=True)"
+    assert repr(m) == "LayerNorm((3, 4), eps=0.001, elementwise_affine=True, bias=True)"
     module_gradcheck(m, x)
     plain = nn.LayerNorm(4, elementwise_affine=False)
     assert plain.weight is None and list(plain.parameters()) == []

@@ -28,19 +28,37 @@ def test_parameters_match_torch(case, dtype, device):
     inits = [rand(*s).astype(dtype) for s in SHAPES]
     kp = [kiln.tensor(a).to(device).requires_grad_() for a in inits]
     tp = [torch.tensor(a, device=device, requires_grad=True) for a in inits]
+    # A float64 twin of PyTorch's run: where float32 results differ by more than rounding
+    # (centered RMSprop's sqrt(E[g^2] - E[g]^2) cancels), kiln must be as close to it as
+    # PyTorch's float32 is.
+    tp64 = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in inits]
     kopt = getattr(kiln.optim, name)(kp, **kw)
     topt = getattr(torch.optim, name)(tp, **kw)
+    topt64 = getattr(torch.optim, name)(tp64, **kw)
     for _ in range(10):
-        for k, t, s in zip(kp, tp, SHAPES):
+        for k, t, t64, s in zip(kp, tp, tp64, SHAPES):
             g = rand(*s).astype(dtype)
             k.grad = kiln.tensor(g).to(device)
             t.grad = torch.tensor(g, device=device)
+            t64.grad = torch.tensor(g.astype(np.float64))
         kopt.step()
         topt.step()
+        topt64.step()
     rtol = 1e-5 if dtype == "float32" else 1e-10
-    for k, t in zip(kp, tp):
-        np.testing.assert_allclose(k.detach().cpu().numpy(), t.detach().cpu().numpy(),
-                                   rtol=rtol, atol=rtol * 1e-1)
+    for k, t, t64 in zip(kp, tp, tp64):
+        got, want = k.detach().cpu().numpy(), t.detach().cpu().numpy()
+        exact = t64.detach().numpy()
+        as_torch = np.abs(got - want) <= rtol * np.abs(want) + rtol * 1e-1
+        if as_torch.all():
+            continue
+        # Rounding differences amplified by the same cancellation: each such element within
+        # a small factor of PyTorch's own float32 error. (The error norm is no measure here:
+        # one ill-conditioned element dominates it, and which one depends on rounding luck.)
+        err, torch_err = np.abs(got - exact), np.abs(want - exact)
+        bad = ~as_torch & (err > 4 * torch_err + rtol * 1e-1)
+        assert not bad.any(), (f"{bad.sum()} of {bad.size} elements differ from PyTorch's "
+                               f"beyond rounding and are less accurate: kiln {got[bad][:4]}, "
+                               f"torch {want[bad][:4]}, float64 {exact[bad][:4]}")
     ksd, tsd = kopt.state_dict(), topt.state_dict()
     assert sorted(ksd["param_groups"][0]) == sorted(tsd["param_groups"][0])
     assert ksd["param_groups"][0]["params"] == tsd["param_groups"][0]["params"]

@@ -20,6 +20,10 @@ def _init_norm(module, normalized_shape, eps, elementwise_affine, device, dtype)
                               device, dtype)
 
 
+def _norm_repr(m):
+    return f"{m.normalized_shape}, eps={m.eps}, elementwise_affine={m.elementwise_affine}"
+
+
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims."""
 
@@ -41,8 +45,8 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+        # PyTorch 2.15's format (earlier releases leave out the bias).
+        return f"{_norm_repr(self)}, bias={self.bias is not None}"
 
 
 class RMSNorm(Module):
@@ -62,8 +66,7 @@ class RMSNorm(Module):
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+        return _norm_repr(self)
 
 
 class LocalResponseNorm(Module):
