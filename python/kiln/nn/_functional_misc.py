@@ -67,6 +67,13 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
                     stride, ceil_mode, kh * kw)
 
 
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(sum over each window of x^p)^(1/p)."""
+    kd, kh, kw = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * 3
+    return _lp_pool("lp_pool3d", _nn.avg_pool3d, _nn.max_pool3d, input, norm_type, kernel_size,
+                    stride, ceil_mode, kd * kh * kw)
+
+
 def _tuple(value, n):
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
 
@@ -230,3 +237,9 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             + _gather_pixels(flat, x0 + 1, y0, h, w) * wx1 * wy0
             + _gather_pixels(flat, x0, y0 + 1, h, w) * wx0 * wy1
             + _gather_pixels(flat, x0 + 1, y0 + 1, h, w) * wx1 * wy1)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of max_pool3d: maxima back at their positions, zeros elsewhere."""
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
+                       output_size)

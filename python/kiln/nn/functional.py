@@ -102,10 +102,101 @@ group_norm = _nn.group_norm
 instance_norm = _nn.instance_norm
 
 
-def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
-                            ceil_mode=False, return_indices=True):
-    """max_pool2d that always returns (output, indices)."""
-    return _nn.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+def _with_indices(pool, name):
+    """PyTorch's `*_with_indices` spelling of a max pool: always (output, indices)."""
+
+    def pool_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                          ceil_mode=False, return_indices=True):
+        return pool(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+    pool_with_indices.__name__ = pool_with_indices.__qualname__ = name
+    pool_with_indices.__doc__ = f"{pool.__name__} that always returns (output, indices)."
+    return pool_with_indices
+
+
+max_pool1d_with_indices = _with_indices(_nn.max_pool1d, "max_pool1d_with_indices")
+max_pool2d_with_indices = _with_indices(_nn.max_pool2d, "max_pool2d_with_indices")
+max_pool3d_with_indices = _with_indices(_nn.max_pool3d, "max_pool3d_with_indices")
+
+
+def _adaptive_with_indices(pool, name):
+    def pool_with_indices(input, output_size, return_indices=True):
+        return pool(input, output_size, True)
+
+    pool_with_indices.__name__ = pool_with_indices.__qualname__ = name
+    pool_with_indices.__doc__ = f"{pool.__name__} that always returns (output, indices)."
+    return pool_with_indices
+
+
+adaptive_max_pool1d_with_indices = _adaptive_with_indices(
+    _nn.adaptive_max_pool1d, "adaptive_max_pool1d_with_indices")
+adaptive_max_pool2d_with_indices = _adaptive_with_indices(
+    _nn.adaptive_max_pool2d, "adaptive_max_pool2d_with_indices")
+adaptive_max_pool3d_with_indices = _adaptive_with_indices(
+    _nn.adaptive_max_pool3d, "adaptive_max_pool3d_with_indices")
+
+
+def relu_(input):
+    """In-place relu."""
+    return _nn.relu(input, inplace=True)
+
+
+def elu_(input, alpha=1.0):
+    """In-place elu."""
+    return _nn.elu(input, alpha, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """In-place hardtanh."""
+    return _nn.hardtanh(input, min_val, max_val, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """In-place leaky_relu."""
+    return _nn.leaky_relu(input, negative_slope, inplace=True)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated alias of interpolate (PyTorch warns the same way)."""
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: interpolate(..., mode="nearest")."""
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: interpolate(..., mode="bilinear", align_corners=True)."""
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """A 1-d convolution over time-major input: input (T, B, C_in), weight
+    (K, C_in, C_out), bias (C_out,) -> (T + 2 * pad - K + 1, B, C_out)."""
+    if input.dim() != 3:
+        raise RuntimeError(f"[conv_tbc] Input must have 3 dims: time, batch, in_channel, got "
+                           f"input of size {list(input.shape)}")
+    if weight.dim() != 3:
+        raise RuntimeError(f"[conv_tbc] Weight tensor must have 3 dims: kernel_width, "
+                           f"in_channels, out_channels, got weight of size {list(weight.shape)}")
+    if bias.dim() != 1:
+        raise RuntimeError(f"[conv_tbc] Bias must be 1-D, got bias of size {list(bias.shape)}")
+    if input.shape[2] != weight.shape[1]:
+        raise RuntimeError(f"[conv_tbc] Input dim 2 (input channels) is not == dim 1 in the "
+                           f"weight tensor: input {list(input.shape)}, weight "
+                           f"{list(weight.shape)}")
+    if weight.shape[2] != bias.shape[0]:
+        raise RuntimeError(f"[conv_tbc] Bias size must equal dim 2 in the weight tensor (output "
+                           f"channels): weight {list(weight.shape)}, bias {list(bias.shape)}")
+    out = _nn.conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, 1, pad)
+    return out.permute(2, 0, 1)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
@@ -157,6 +248,11 @@ from kiln.nn._functional_loss import (  # noqa: E402,F401
 )
 from kiln.nn._functional_misc import (  # noqa: E402,F401
     affine_grid, channel_shuffle, grid_sample, local_response_norm, lp_pool1d, lp_pool2d,
-    max_unpool1d, max_unpool2d,
+    lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
 )
+from kiln.nn._functional_misc import channel_shuffle as native_channel_shuffle  # noqa: E402,F401
 from kiln.nn._functional_sparse import embedding_bag  # noqa: E402,F401
+from kiln.nn._functional_fractional import (  # noqa: E402,F401
+    fractional_max_pool2d, fractional_max_pool2d_with_indices, fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
+)

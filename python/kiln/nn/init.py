@@ -191,3 +191,68 @@ def orthogonal_(tensor, gain=1, generator=None):
         result = kiln.tensor(np.ascontiguousarray(q * gain)).reshape(tuple(tensor.shape))
         return tensor.copy_(result)
 
+
+
+def dirac_(tensor, groups=1):
+    """Fills a 3-, 4- or 5-D convolution weight with the Dirac delta, so the convolution keeps
+    its input: in each of `groups` groups, out-channel d passes in-channel d through the kernel
+    centre (the channels without a partner stay zero)."""
+    dims = tensor.dim()
+    if dims not in (3, 4, 5):
+        raise ValueError(f"[init.dirac_] Only tensors with 3, 4, or 5 dimensions are supported, "
+                         f"got shape {list(tensor.shape)}")
+    sizes = list(tensor.shape)
+    if groups <= 0 or sizes[0] % groups != 0:
+        raise ValueError(f"[init.dirac_] dim 0 must be divisible by groups, got size {sizes[0]} "
+                         f"and groups={groups}")
+    out_per_group = sizes[0] // groups
+    centre = tuple(s // 2 for s in sizes[2:])
+    with no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min(out_per_group, sizes[1])):
+                tensor[(g * out_per_group + d, d) + centre] = 1
+    return tensor
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-D tensor drawn from N(0, std^2) with ceil(sparsity * rows) zeros per column, at rows
+    picked uniformly without replacement (Martens, 2010)."""
+    if tensor.dim() != 2:
+        raise ValueError(f"[init.sparse_] Only tensors with 2 dimensions are supported, got shape "
+                         f"{list(tensor.shape)}")
+    rows, cols = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    with no_grad():
+        tensor.normal_(0, std, generator=generator)
+        for col in range(cols):
+            zero_rows = kiln.randperm(rows, generator=generator, device=tensor.device)[:num_zeros]
+            tensor[zero_rows, col] = 0
+    return tensor
+
+
+def _deprecated(new):
+    """PyTorch's pre-0.4 names without the trailing underscore: they warn and call `new`."""
+    old = new.__name__[:-1]
+
+    def init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+                      FutureWarning, stacklevel=2)
+        return new(*args, **kwargs)
+
+    init.__name__ = init.__qualname__ = old
+    init.__doc__ = f"Deprecated alias of {new.__name__}."
+    return init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
