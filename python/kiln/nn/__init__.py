@@ -7,3 +7,6 @@ from kiln.nn.modules import Module  # noqa: F401
 from kiln.nn import init, utils  # noqa: F401
 from kiln.nn import parallel  # noqa: F401
 from kiln.nn import attention  # noqa: F401
+from kiln.nn.parameter import Buffer, UninitializedBuffer, UninitializedParameter  # noqa: F401
+from kiln.nn.parallel import DataParallel  # noqa: F401
+from kiln.nn.modules.utils import factory_kwargs  # noqa: F401

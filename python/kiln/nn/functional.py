@@ -256,3 +256,5 @@ from kiln.nn._functional_fractional import (  # noqa: E402,F401
     fractional_max_pool2d, fractional_max_pool2d_with_indices, fractional_max_pool3d,
     fractional_max_pool3d_with_indices,
 )
+from kiln.nn._functional_ctc import ctc_loss  # noqa: E402,F401
+from kiln.nn._functional_linear_ce import linear_cross_entropy  # noqa: E402,F401

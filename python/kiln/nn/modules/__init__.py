@@ -187,3 +187,34 @@ __all__ = [
     "ZeroPad1d",
     "ZeroPad2d",
 ]
+
+# PyTorch 2.x coverage (issue 17): lazy layers, 3-d padding and pooling, the rarer losses.
+from kiln.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401,E402
+from kiln.nn.modules.batchnorm import SyncBatchNorm  # noqa: F401,E402
+from kiln.nn.modules.container import Container  # noqa: F401,E402
+from kiln.nn.modules.lazy import (  # noqa: F401,E402
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
+    LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
+    LazyInstanceNorm2d, LazyInstanceNorm3d,
+)
+from kiln.nn.modules.linear_cross_entropy_options import (  # noqa: F401,E402
+    LinearCrossEntropyOptions,
+)
+from kiln.nn.modules.loss import CTCLoss, LinearCrossEntropyLoss, NLLLoss2d  # noqa: F401,E402
+from kiln.nn.modules.normalization import CrossMapLRN2d  # noqa: F401,E402
+from kiln.nn.modules.padding import (  # noqa: F401,E402
+    CircularPad3d, ConstantPad3d, ReflectionPad3d, ReplicationPad3d, ZeroPad3d,
+)
+from kiln.nn.modules.pooling import (  # noqa: F401,E402
+    FractionalMaxPool2d, FractionalMaxPool3d, LPPool3d, MaxUnpool3d,
+)
+
+__all__ += [
+    "AdaptiveLogSoftmaxWithLoss", "CTCLoss", "CircularPad3d", "ConstantPad3d", "Container",
+    "CrossMapLRN2d", "FractionalMaxPool2d", "FractionalMaxPool3d", "LPPool3d", "LazyBatchNorm1d",
+    "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+    "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LinearCrossEntropyLoss",
+    "LinearCrossEntropyOptions", "MaxUnpool3d", "NLLLoss2d", "ReflectionPad3d",
+    "ReplicationPad3d", "SyncBatchNorm", "ZeroPad3d",
+]

@@ -157,3 +157,53 @@ class GroupNorm(Module):
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class SyncBatchNorm(_BatchNorm):
+    """BatchNorm whose statistics PyTorch reduces over a process group. In one process (no
+    process group, or a group of one) it is BatchNorm over any (N, C, ...) input, which is
+    what PyTorch computes there; kiln does not yet all-reduce the statistics of a larger
+    group in training, and says so instead of silently normalising per process."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"[SyncBatchNorm] expected at least 2D input (got {input.dim()}D "
+                             f"input)")
+
+    def forward(self, input):
+        if self.training:
+            from kiln import distributed as dist  # lazily: only multi-process runs need it
+
+            if dist.is_available() and dist.is_initialized():
+                group_size = dist.get_world_size(self.process_group)
+                if group_size > 1:
+                    raise NotImplementedError(
+                        f"[SyncBatchNorm] synchronising batch statistics across {group_size} "
+                        f"processes is not implemented in kiln yet; use BatchNorm (statistics "
+                        f"per process) or run SyncBatchNorm in eval mode")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """module with every BatchNorm*d replaced by a SyncBatchNorm holding the same
+        parameters, buffers and training mode (the parameters are the same objects)."""
+        converted = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            weight = module.weight
+            converted = SyncBatchNorm(module.num_features, module.eps, module.momentum,
+                                      module.affine, module.track_running_stats, process_group)
+            if module.affine:
+                converted.weight = weight
+                converted.bias = module.bias
+            converted.running_mean = module.running_mean
+            converted.running_var = module.running_var
+            converted.num_batches_tracked = module.num_batches_tracked
+            converted.training = module.training
+        for name, child in module.named_children():
+            converted.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return converted

@@ -1,6 +1,8 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (and the
+deprecated Container)."""
 
 import operator
+import warnings
 from collections import OrderedDict
 
 from kiln._C import Tensor
@@ -325,3 +327,14 @@ class ParameterDict(Module):
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("[ParameterDict.__call__] ParameterDict should not be called.")
+
+
+class Container(Module):
+    """Deprecated since PyTorch 0.4: a Module whose keyword arguments become submodules."""
+
+    def __init__(self, **kwargs):
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented "
+                      "in `nn.Module`. Subclass that instead.", FutureWarning, stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)

@@ -9,7 +9,7 @@ from kiln._C import empty as _empty
 from kiln._C import dtype as _dtype
 from kiln.autograd.grad_mode import no_grad
 from kiln.nn.modules.hooks import HookDict, RemovableHandle
-from kiln.nn.parameter import Parameter
+from kiln.nn.parameter import Buffer, Parameter
 
 # Note [Module attribute mirror]
 # PyTorch keeps parameters, buffers and submodules only in _parameters /
@@ -266,6 +266,12 @@ class Module:
                                 f"child module '{name}' (kiln.nn.Module or None expected)")
             d["_modules"][name] = None
             d[name] = None
+        elif isinstance(value, Buffer):
+            if params is None:
+                raise AttributeError("[Module.__setattr__] cannot assign buffer before "
+                                     "Module.__init__() call")
+            self._forget(name, keep="_buffers")
+            self.register_buffer(name, value, persistent=value.persistent)
         elif params is not None and name in d["_buffers"]:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"[Module.__setattr__] cannot assign '{_typename(value)}' as "

@@ -89,3 +89,45 @@ class LocalResponseNorm(Module):
 # PyTorch's module path for GroupNorm (torch.nn.modules.normalization); kiln defines it beside
 # batch norm, whose statistics code it shares.
 from kiln.nn.modules.batchnorm import GroupNorm  # noqa: E402,F401
+
+
+def _cross_map_windows(channels, size):
+    """windows[c][j] = 1 when channel j enters channel c's sum. Built by PyTorch's running-sum
+    recurrence, which never drops channel 0 once a window has slid past it; kept so outputs
+    match PyTorch's CrossMapLRN2d."""
+    pre_pad = (size - 1) // 2 + 1
+    window = set(range(min(pre_pad, channels)))
+    rows = [sorted(window)]
+    for c in range(1, channels):
+        if c < channels - pre_pad + 1:
+            window.add(c + pre_pad - 1)
+        if c > pre_pad:
+            window.discard(c - pre_pad)
+        rows.append(sorted(window))
+    return [[1.0 if j in row else 0.0 for j in range(channels)] for row in rows]
+
+
+class CrossMapLRN2d(Module):
+    """Local response normalization across channels of (N, C, H, W) input (Lua Torch's
+    layer): x / (k + alpha / size * sum of x^2 over neighbouring channels)^beta."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        import kiln
+
+        if input.dim() != 4:
+            raise ValueError(f"[CrossMapLRN2d] CrossMapLRN2d: Expected input to be 4D, got "
+                             f"{input.dim()}D instead.")
+        windows = kiln.tensor(_cross_map_windows(input.shape[1], self.size), dtype=input.dtype,
+                              device=input.device)
+        sums = kiln.einsum("cj,njhw->nchw", windows, input * input)
+        return input * (sums * (self.alpha / self.size) + self.k).pow(-self.beta)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

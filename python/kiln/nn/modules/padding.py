@@ -76,3 +76,32 @@ class CircularPad1d(_PadNd):
 class CircularPad2d(_PadNd):
     _n = 2
     _mode = "circular"
+
+
+class ConstantPad3d(_PadNd):
+    _n = 3
+
+    def __init__(self, padding, value):
+        super().__init__(padding, value)
+
+
+class ZeroPad3d(_PadNd):
+    _n = 3
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+
+class ReflectionPad3d(_PadNd):
+    _n = 3
+    _mode = "reflect"
+
+
+class ReplicationPad3d(_PadNd):
+    _n = 3
+    _mode = "replicate"
+
+
+class CircularPad3d(_PadNd):
+    _n = 3
+    _mode = "circular"
