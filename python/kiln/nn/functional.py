@@ -258,3 +258,4 @@ from kiln.nn._functional_fractional import (  # noqa: E402,F401
 )
 from kiln.nn._functional_ctc import ctc_loss  # noqa: E402,F401
 from kiln.nn._functional_linear_ce import linear_cross_entropy  # noqa: E402,F401
+from kiln.nn._functional_mha import multi_head_attention_forward  # noqa: E402,F401

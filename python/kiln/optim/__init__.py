@@ -23,3 +23,7 @@ from kiln.optim.sparse_adam import SparseAdam
 __all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer",
            "RAdam", "RMSprop", "SGD", "lr_scheduler"]
 __all__ += ["ASGD", "Adafactor", "Muon", "Rprop", "SparseAdam", "swa_utils"]
+from kiln.optim import functional  # noqa: E402
+from kiln.optim._stateless import swap_in_optimizer_params_and_state  # noqa: E402
+
+__all__ += ["functional", "swap_in_optimizer_params_and_state"]

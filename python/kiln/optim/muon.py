@@ -77,22 +77,24 @@ class Muon(Optimizer):
         loss = self._call_closure(closure)
         with kiln.no_grad():
             for group in self.param_groups:
-                lr, momentum = group["lr"], group["momentum"]
                 for p in group["params"]:
-                    grad = p.grad
-                    if grad is None:
-                        continue
-                    if p.is_complex():
-                        raise RuntimeError("[Muon] Muon does not support complex parameters")
-                    st = self.state[p]
-                    if "momentum_buffer" not in st:
-                        st["momentum_buffer"] = kiln.zeros_like(grad)
-                    buf = st["momentum_buffer"]
-                    buf.lerp_(grad, 1 - momentum)
-                    update = grad.lerp(buf, momentum) if group["nesterov"] else buf
-                    update = _orthogonalize(update, group["ns_coefficients"],
-                                            group["ns_steps"], group["eps"])
-                    p.mul_(1 - lr * group["weight_decay"])
-                    p.add_(update.to(p.dtype),
-                           alpha=-_adjusted_lr(lr, group["adjust_lr_fn"], p.shape))
+                    if p.grad is not None:
+                        self._update(p, p.grad, self.state[p], group)
         return loss
+
+    @staticmethod
+    def _update(p, grad, st, group):
+        lr, momentum = group["lr"], group["momentum"]
+        if p.is_complex():
+            raise RuntimeError("[Muon] Muon does not support complex parameters")
+        if grad.dim() != 2:
+            raise ValueError("[Muon] Param gradient must be a 2D matrix")
+        if "momentum_buffer" not in st:
+            st["momentum_buffer"] = kiln.zeros_like(grad)
+        buf = st["momentum_buffer"]
+        buf.lerp_(grad, 1 - momentum)
+        update = grad.lerp(buf, momentum) if group["nesterov"] else buf
+        update = _orthogonalize(update, group["ns_coefficients"], group["ns_steps"],
+                                group["eps"])
+        p.mul_(1 - lr * group["weight_decay"])
+        p.add_(update.to(p.dtype), alpha=-_adjusted_lr(lr, group["adjust_lr_fn"], p.shape))

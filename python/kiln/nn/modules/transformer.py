@@ -2,7 +2,6 @@
 PyTorch's parameter names so state_dicts load in either framework."""
 
 import copy
-import math
 
 import kiln
 from kiln.nn import functional as F
@@ -13,19 +12,6 @@ from kiln.nn.modules.linear import Linear, NonDynamicallyQuantizableLinear
 from kiln.nn.modules.module import Module
 from kiln.nn.modules.normalization import LayerNorm
 from kiln.nn.parameter import Parameter
-
-
-def _additive_mask(mask, dtype, name):
-    """A float mask to add to attention scores: bool True (masked out) becomes -inf."""
-    if mask is None:
-        return None
-    if mask.dtype == kiln.bool:
-        return kiln.zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(
-            mask, float("-inf"))
-    if not mask.is_floating_point():
-        raise TypeError(f"[MultiheadAttention.forward] {name} must be bool or floating point, "
-                        f"got {mask.dtype}")
-    return mask.to(dtype)
 
 
 class MultiheadAttention(Module):
@@ -88,83 +74,24 @@ class MultiheadAttention(Module):
             init.xavier_normal_(self.bias_k)
             init.xavier_normal_(self.bias_v)
 
-    def _project(self, query, key, value, self_attention):
-        """q, k, v = the input projections, each (N, L or S, E)."""
-        e, b = self.embed_dim, self.in_proj_bias
-        b_q, b_k, b_v = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
-        if not self._qkv_same_embed_dim:
-            return (F.linear(query, self.q_proj_weight, b_q),
-                    F.linear(key, self.k_proj_weight, b_k),
-                    F.linear(value, self.v_proj_weight, b_v))
-        w = self.in_proj_weight
-        if self_attention:
-            return F.linear(query, w, b).chunk(3, dim=-1)
-        return (F.linear(query, w[:e], b_q), F.linear(key, w[e:2 * e], b_k),
-                F.linear(value, w[2 * e:], b_v))
-
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
-        if is_causal and attn_mask is None:
-            raise RuntimeError("[MultiheadAttention.forward] Need attn_mask if specifying the "
-                               "is_causal hint (pass the causal mask as attn_mask)")
-        batched = query.dim() == 3
-        self_attention = query is key and key is value
-        if not batched:
-            if query.dim() != 2:
-                raise ValueError(f"[MultiheadAttention.forward] query should be unbatched 2D or "
-                                 f"batched 3D tensor but received {query.dim()}-D query tensor")
-            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif not self.batch_first:
-            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        n, tgt_len, _ = query.shape
-        src_len = key.shape[1]
-        heads, head_dim = self.num_heads, self.head_dim
-        q, k, v = self._project(query, key, value, self_attention)
-        if self.bias_k is not None:  # one learned key/value appended to every sequence
-            k = kiln.cat([k, self.bias_k.expand(n, 1, self.embed_dim)], dim=1)
-            v = kiln.cat([v, self.bias_v.expand(n, 1, self.embed_dim)], dim=1)
-        q = q.reshape(n, tgt_len, heads, head_dim).transpose(1, 2)
-        k = k.reshape(n, k.shape[1], heads, head_dim).transpose(1, 2)
-        v = v.reshape(n, v.shape[1], heads, head_dim).transpose(1, 2)
-        if self.add_zero_attn:  # and an all-zero key/value per head
-            zeros = kiln.zeros((n, heads, 1, head_dim), dtype=k.dtype, device=k.device)
-            k, v = kiln.cat([k, zeros], dim=2), kiln.cat([v, zeros], dim=2)
-
-        mask = _additive_mask(attn_mask, q.dtype, "attn_mask")
-        if mask is not None and mask.dim() == 3:
-            mask = mask.reshape(n, heads, tgt_len, src_len)
-        padding = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask")
-        if padding is not None:
-            padding = padding.reshape(n, 1, 1, src_len)
-            mask = padding if mask is None else mask + padding
-        extra = k.shape[2] - src_len
-        if mask is not None and extra:  # the appended keys are never masked
-            mask = kiln.cat([mask, kiln.zeros(tuple(mask.shape[:-1]) + (extra,), dtype=mask.dtype,
-                                              device=mask.device)], dim=-1)
-        dropout_p = self.dropout if self.training else 0.0
-
-        if need_weights:
-            scores = kiln.matmul(q * (1.0 / math.sqrt(head_dim)), k.transpose(-2, -1))
-            if mask is not None:
-                scores = scores + mask
-            weights = F.softmax(scores, dim=-1)
-            if dropout_p > 0.0:
-                weights = F.dropout(weights, p=dropout_p)
-            out = kiln.matmul(weights, v)
-            if average_attn_weights:
-                weights = weights.mean(dim=1)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p, False)
-            weights = None
-        out = out.transpose(1, 2).reshape(n, tgt_len, self.embed_dim)
-        out = self.out_proj(out)
-        if not batched:
-            out = out.squeeze(0)
-            if weights is not None:
-                weights = weights.squeeze(0)
-        elif not self.batch_first:
+        if self.batch_first and query.dim() == 3:
+            # F.multi_head_attention_forward takes (L, N, E); one transpose keeps q is k is v.
+            same = query is key and key is value
+            query = query.transpose(0, 1)
+            key = query if same else key.transpose(0, 1)
+            value = query if same else value.transpose(0, 1)
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
+            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, training=self.training,
+            key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
+            is_causal=is_causal)
+        if self.batch_first and out.dim() == 3:
             out = out.transpose(0, 1)
         return out, weights
 
