@@ -38,7 +38,9 @@ class Rprop(_TensorOpOptimizer):
         st["step"] += 1
         prev, step_size = st["prev"], st["step_size"]
         sign = grad.mul(prev).sign()
-        factor = kiln.where(sign > 0, etaplus, kiln.where(sign < 0, etaminus, 1.0)).to(p.dtype)
+        factor = kiln.where(sign > 0, kiln.full_like(sign, etaplus),
+                            kiln.where(sign < 0, kiln.full_like(sign, etaminus),
+                                       kiln.ones_like(sign)))
         step_size.mul_(factor).clamp_(step_size_min, step_size_max)
         # After a sign change the step is skipped and the next comparison starts afresh.
         grad = kiln.where(sign < 0, kiln.zeros_like(grad), grad)
