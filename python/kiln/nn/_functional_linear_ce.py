@@ -32,16 +32,18 @@ def _chunked(input, linear_weight, target, linear_bias, weight, reduction, ignor
     from kiln.utils.checkpoint import checkpoint  # lazily: import kiln stays fast
 
     n = input.shape[0]
+    needs_grad = kiln.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (input, linear_weight, linear_bias, weight))
     parts = []
     for start in range(0, n, rows):
         length = min(rows, n - start)
         x, y = input.narrow(0, start, length), target.narrow(0, start, length)
-        if reduction == "none":
-            parts.append(checkpoint(_reference, x, linear_weight, y, linear_bias, weight, "none",
-                                    ignore_index, label_smoothing, use_reentrant=False))
-        else:
-            parts.append(checkpoint(_chunk_sum, x, linear_weight, y, linear_bias, weight,
-                                    ignore_index, label_smoothing, use_reentrant=False))
+        fn, args = ((_reference, (x, linear_weight, y, linear_bias, weight, "none"))
+                    if reduction == "none" else
+                    (_chunk_sum, (x, linear_weight, y, linear_bias, weight)))
+        args = args + (ignore_index, label_smoothing)
+        # Without a graph no logits outlive their chunk anyway: nothing to recompute.
+        parts.append(checkpoint(fn, *args, use_reentrant=False) if needs_grad else fn(*args))
     if reduction == "none":
         return kiln.cat(parts)
     total = parts[0]
