@@ -3,10 +3,7 @@ pseudo-random increasing sequence, so the output may be any size up to input - k
 Python on kiln ops: the window starts are built on the host from the random samples, the
 maxima are a gather plus a max (gradients from the composition)."""
 
-import numpy as np
-
 import kiln
-from kiln import _C
 
 _DIM_NAMES = {2: ("height", "width"), 3: ("time", "height", "width")}
 
@@ -19,6 +16,8 @@ def _starts(sample, input_size, output_size, pool_size, real):
     """PyTorch's interval sequence: alpha = (in - k) / (out - 1), start_i =
     int((i + u) * alpha) - int(u * alpha), the last window flush with the end. `real` is the
     input's floating type: the arithmetic runs in it, as PyTorch's kernel does."""
+    import numpy as np  # lazily: import kiln need not load NumPy
+
     starts = np.empty(output_size, dtype=np.int64)
     if output_size > 1:
         u = real(sample)
@@ -57,6 +56,8 @@ def _fractional_max_pool(name, n, input, kernel_size, output_size, output_ratio,
             or _random_samples.shape[2] != n:
         raise RuntimeError(f"[{name}] Expect _random_samples of size [{batch}, {planes}, {n}], "
                            f"got {list(_random_samples.shape)}")
+    import numpy as np  # lazily: import kiln need not load NumPy
+
     real = np.float64 if x.dtype == kiln.float64 else np.float32
     samples = _random_samples.detach().cpu().to(kiln.float64).numpy()
     # Sample k of a plane drives dim (n - 1 - k) for 2-d (width first), dim k for 3-d, as in

@@ -1,13 +1,10 @@
 """LinearCrossEntropyOptions: how F.linear_cross_entropy splits the batch into chunks."""
 
-import dataclasses
-
 __all__ = ["LinearCrossEntropyOptions"]
 
 _ACC_POLICIES = ("auto", "accurate", "compact")
 
 
-@dataclasses.dataclass(frozen=True)
 class LinearCrossEntropyOptions:
     """PyTorch's options for the chunked linear_cross_entropy: passing an instance (instead of
     None) asks for the batch to be processed in chunks, so the full (N, num_classes) logits
@@ -16,13 +13,34 @@ class LinearCrossEntropyOptions:
     batch_chunk_size: rows per chunk (None: from chunking_method). chunking_method: "auto" or
     "aspect_ratio[:k]" (a chunk's logits about as large as the input, divided by k), or None.
     acc_policy / acc_dtype are validated and recorded; kiln computes each chunk in the input's
-    dtype. allow_retain_graph: kiln's chunked backward always allows retain_graph."""
+    dtype. allow_retain_graph: kiln's chunked backward always allows retain_graph.
 
-    allow_retain_graph: bool = False
-    batch_chunk_size: int = None
-    chunking_method: str = "auto"
-    acc_policy: str = "auto"
-    acc_dtype: object = None
+    Immutable, compared by value, like PyTorch's frozen dataclass (written out by hand: the
+    dataclasses module would add to every `import kiln`)."""
+
+    _FIELDS = ("allow_retain_graph", "batch_chunk_size", "chunking_method", "acc_policy",
+               "acc_dtype")
+
+    def __init__(self, allow_retain_graph=False, batch_chunk_size=None, chunking_method="auto",
+                 acc_policy="auto", acc_dtype=None):
+        values = (allow_retain_graph, batch_chunk_size, chunking_method, acc_policy, acc_dtype)
+        for name, value in zip(self._FIELDS, values):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"[LinearCrossEntropyOptions] cannot assign to field '{name}'")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(
+            getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, f) for f in self._FIELDS))
+
+    def __repr__(self):
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        return f"LinearCrossEntropyOptions({fields})"
 
     def __post_init__(self):
         import kiln
