@@ -105,6 +105,13 @@ def test_load_state_dict_materializes_before_the_first_call():
     dst = nn.Sequential(nn.LazyConv2d(4, 3), nn.LazyBatchNorm2d())
     dst.load_state_dict(src.state_dict())
     assert type(dst[0]) is nn.Conv2d and type(dst[1]) is nn.BatchNorm2d
+    assert dst[0].in_channels == 3 and dst[1].num_features == 4
+    grouped = nn.LazyConvTranspose1d(4, 3, groups=2)
+    grouped.load_state_dict(nn.ConvTranspose1d(6, 4, 3, groups=2).state_dict())
+    assert grouped.in_channels == 6 and list(grouped.weight.shape) == [6, 2, 3]
+    lazy_conv = nn.LazyConv1d(4, 3, groups=2)
+    lazy_conv.load_state_dict(nn.Conv1d(6, 4, 3, groups=2).state_dict())
+    assert lazy_conv.in_channels == 6
     x = kiln.randn(1, 3, 5, 5)
     src.eval(), dst.eval()
     np.testing.assert_array_equal(dst(x).detach().numpy(), src(x).detach().numpy())

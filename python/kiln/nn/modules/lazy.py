@@ -1,5 +1,5 @@
-"""Lazy modules: layers whose input size (in_channels, num_features) comes from the first
-input. LazyModuleMixin materializes their UninitializedParameter/UninitializedBuffer
+"""Lazy modules: layers whose input size (in_channels, num_features; LazyLinear's
+in_features, in linear.py) comes from the first input. LazyModuleMixin materializes their UninitializedParameter/UninitializedBuffer
 placeholders in a forward pre-hook, then turns the module into its plain class
 (LazyConv2d -> Conv2d), as PyTorch does; a state_dict loaded before the first call
 materializes them from the checkpoint's shapes instead."""
@@ -45,6 +45,9 @@ class LazyModuleMixin:
         raise NotImplementedError(f"[{type(self).__name__}] initialize_parameters is not "
                                   f"implemented")
 
+    def _sizes_from_parameters(self):
+        """Sets the input size attribute from the materialized parameters."""
+
     def _materialized(self):
         # Materialized buffers become plain tensors on the same storage.
         for name, value in list(self._buffers.items()):
@@ -77,6 +80,9 @@ class LazyModuleMixin:
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
         if not self.has_uninitialized_params() and hasattr(self, "_initialize_hook"):
+            # Unlike PyTorch, which keeps the lazy class (and in_features = 0) until the next
+            # call, the module is complete now: its sizes follow the loaded shapes.
+            self._sizes_from_parameters()
             self._initialize_hook.remove()
             del self._initialize_hook
             if self.cls_to_become is not None:
@@ -95,6 +101,10 @@ class _LazyConvMixin(LazyModuleMixin):
     def reset_parameters(self):
         if not self.has_uninitialized_params() and self.in_channels != 0:
             super().reset_parameters()
+
+    def _sizes_from_parameters(self):
+        size = self.weight.shape[0 if self.transposed else 1]
+        self.in_channels = size if self.transposed else size * self.groups
 
     def initialize_parameters(self, input, *args, **kwargs):
         if not self.has_uninitialized_params():
@@ -197,6 +207,11 @@ class _LazyNormMixin(LazyModuleMixin):
     def reset_parameters(self):
         if not self.has_uninitialized_params() and self.num_features != 0:
             super().reset_parameters()
+
+    def _sizes_from_parameters(self):
+        for name in ("weight", "running_mean"):
+            if getattr(self, name) is not None:
+                self.num_features = getattr(self, name).shape[0]
 
     def initialize_parameters(self, input, *args, **kwargs):
         if not self.has_uninitialized_params():

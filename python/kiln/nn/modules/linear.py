@@ -4,7 +4,9 @@ import math
 
 from kiln.nn import functional as F
 from kiln.nn import init
+from kiln.nn.modules.lazy import LazyModuleMixin
 from kiln.nn.modules.module import Module, _register_empty_parameter
+from kiln.nn.parameter import UninitializedParameter
 
 
 class Identity(Module):
@@ -72,54 +74,38 @@ class Bilinear(Module):
                 f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
-class LazyLinear(Linear):
-    """Linear whose in_features comes from the first input's last dimension. Until then the
-    weight is an empty (out_features, 0) placeholder; the first forward replaces it with a real
-    parameter, initialises it and turns the module into a plain Linear (as PyTorch does), so
+class LazyLinear(LazyModuleMixin, Linear):
+    """Linear whose in_features comes from the first input's last dimension: weight and bias
+    are UninitializedParameters until the first call (or a loaded state_dict) materializes
+    and initialises them and turns the module into a plain Linear (kiln.nn.modules.lazy), so
     build optimizers after a first (dry) run."""
 
-    def __init__(self, out_features, bias=True, device=None, dtype=None):
-        Module.__init__(self)
-        self.in_features = 0
-        self.out_features = out_features
-        _register_empty_parameter(self, "weight", (out_features, 0), True, device, dtype)
-        _register_empty_parameter(self, "bias", (out_features,), bias, device, dtype)
+    cls_to_become = Linear
 
-    def has_uninitialized_params(self):
-        return self.in_features == 0
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(0, 0, False, device, dtype)
+        self.out_features = out_features
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
 
     def reset_parameters(self):
-        if not self.has_uninitialized_params():
+        if not self.has_uninitialized_params() and self.in_features != 0:
             super().reset_parameters()
 
-    def initialize_parameters(self, input):
+    def _sizes_from_parameters(self):
+        self.in_features = self.weight.shape[1]
+
+    def initialize_parameters(self, input, *args, **kwargs):
         if not self.has_uninitialized_params():
             return
         if input.dim() == 0:
             raise RuntimeError("[LazyLinear] cannot infer in_features from a 0-d input")
-        self._materialize(input.shape[-1])
-
-    def _materialize(self, in_features):
-        self.in_features = in_features
-        old = self.weight
-        _register_empty_parameter(self, "weight", (self.out_features, in_features), True,
-                                  old.device, old.dtype)
+        self.in_features = input.shape[-1]
+        self.weight.materialize((self.out_features, self.in_features))
+        if self.bias is not None:
+            self.bias.materialize((self.out_features,))
         self.reset_parameters()
-        self.__class__ = Linear
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs):
-        # A checkpoint's weight fixes in_features before the copy (its shape is checked there).
-        weight = state_dict.get(prefix + "weight")
-        if self.has_uninitialized_params() and weight is not None and weight.dim() == 2:
-            self._materialize(weight.shape[1])
-        # Not super(): the module may have just become a plain Linear.
-        Linear._load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
-                                     missing_keys, unexpected_keys, error_msgs)
-
-    def forward(self, input):
-        self.initialize_parameters(input)
-        return F.linear(input, self.weight, self.bias)
 
 
 class NonDynamicallyQuantizableLinear(Linear):
