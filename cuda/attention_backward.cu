@@ -26,7 +26,8 @@ struct BwdArgs {
   Strides3 sdo;
   const float* lse = nullptr;  // [B, Hq, Tq]
   float* di = nullptr;         // [B, Hq, Tq]: rowsum(dout * out)
-  float* dq_acc = nullptr;     // [B, Hq, Tq, d], scale * dq once complete
+  float* dq_acc = nullptr;     // [B, Hq, Tq, d]: dq / ds_scale once complete
+  float ds_scale = 1.0f;       // dS's factor in dq's products (Note [Flash attention kernels])
   void* dk = nullptr;
   Strides3 sdk;
   void* dv = nullptr;
@@ -112,15 +113,17 @@ __device__ __forceinline__ uint32_t dropout_keeps_t(const AttnInputs& in, const 
   return bits;
 }
 
-// Tile shapes per policy and padded head dim: 4 warps; kBN = 16 * 4 / kSplit keys per CTA,
-// kBM query rows per step. A thread holds kD / kSplit / 2 floats each of dk and dv and
-// kBM / 2 each of S^T and dP^T, sized to stay in registers (ptxas -v). Float32 at head dim 64
-// takes 32 query rows per step: 79 KiB of shared memory, so two CTAs share an SM (64 rows
-// need 120 KiB, one CTA of 4 warps per SM, too few to hide the latency of its products).
+// Tile shapes per policy and padded head dim: kWarps warps; kBN = 16 kWarps / kSplit keys per
+// CTA, kBM query rows per step. A thread holds kD / kSplit / 2 floats each of dk and dv and
+// kBM / 2 each of S^T and dP^T, sized to stay in registers (ptxas -v). Float32 needs 8 warps
+// on an SM to hide the latency of its 3xTF32 products (Note [Float32 attention on tensor
+// cores]): at head dim 64 it takes 32 query rows per step, 79 KiB of shared memory, so two
+// CTAs of 4 warps share an SM (64 rows need 120 KiB: one CTA); at head dim 128 one CTA of 8
+// warps (128 keys, 217 KiB) fills it, as two CTAs of 4 would need more shared memory.
 template <typename M, int kD>
 struct BwdConfig {
   static constexpr bool kHalf = sizeof(typename M::Elem) == 2;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = !kHalf && kD == 128 ? 8 : 4;
   static constexpr int kSplit = kD == 256 ? 2 : 1;
   static constexpr int kBM = kD == 64 && kHalf ? 64 : 32;
   static constexpr int kBN = 16 * kWarps / kSplit;
@@ -304,7 +307,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
     }
 
     // dq += dS K through shared memory: dS^T rows are spread over the warps.
-    if (dcol == 0) store_c(dss, kLdS, krow, 0, dpt, 1.0f);
+    if (dcol == 0) store_c(dss, kLdS, krow, 0, dpt, a.ds_scale);
     __syncthreads();
     float* dq_rows = a.dq_acc + ((static_cast<int64_t>(b) * in.Hq + h) * in.Tq + m0) * in.d;
     constexpr int kUnits = kBM / 16 * (kD / 16);  // (16 query rows) x (16 head dims)
@@ -413,11 +416,14 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   DeviceGuard guard(device.index);
   const cudaStream_t stream = stream_of(device.index);
   // Scratch from the caching allocator on this stream: freed when these handles go, reused
-  // only by work queued after this op's kernels.
+  // only by work queued after this op's kernels. A contiguous float32 dq is laid out as the
+  // dq scratch is: it accumulates in place, with the scale folded into dS.
+  const bool dq_in_place = dtype == DType::Float32 && dq.is_contiguous();
   Tensor di = empty({q_rows}, DType::Float32, device);
-  Tensor dq_acc = empty({q_rows * in.d}, DType::Float32, device);
+  Tensor dq_acc = dq_in_place ? dq : empty({q_rows * in.d}, DType::Float32, device);
   a.di = di.data<float>();
   a.dq_acc = dq_acc.data<float>();
+  a.ds_scale = dq_in_place ? in.scale : 1.0f;
   dispatch_attention(dtype, in.d, in.dv, [&](auto mma, auto dim) {
     using M = decltype(mma);
     using E = typename M::Elem;
@@ -431,7 +437,7 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
     }
     if (kv_rows > 0) launch_backward<M, decltype(dim)::value>(a, stream);
     const int64_t n = q_rows * in.d;
-    if (n > 0) {
+    if (n > 0 && !dq_in_place) {
       flash_backward_dq_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(
           static_cast<E*>(dq.data_ptr()), strides3(dq), a.dq_acc, in.Hq, in.Tq, in.d, in.scale, n);
       KILN_CUDA_CHECK_LAUNCH(kOp);

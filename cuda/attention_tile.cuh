@@ -45,7 +45,9 @@ namespace kiln::cuda::flash {
 // transposed scores S^T = K Q^T and dP^T = V dout^T in registers, P^T and dS^T there, and
 // accumulates dv += P^T dout and dk += dS^T q with the registers as A operands. dS^T goes to
 // shared memory for dq += dS K, which the warps split and add to the scratch with float32
-// atomics; a last kernel scales the scratch into dq's dtype and strides. For head dims above
+// atomics; a last kernel scales the scratch into dq's dtype and strides. A contiguous float32
+// dq is its own scratch: dS^T goes to shared memory times the softmax scale, so the sums are
+// dq itself and the last kernel does not run. For head dims above
 // 128 the dk/dv accumulators would not fit a warp's registers, so kSplit warps share 16 keys,
 // each accumulating a 1/kSplit slice of the head dim (recomputing S^T and dP^T).
 //
@@ -63,6 +65,18 @@ namespace kiln::cuda::flash {
 // kiln does the same when backend_flags().matmul_allow_tf32 is off, and one plain TF32 product
 // (10-bit mantissas, as TF32 matmuls) when it is on. Plain float32 FMA on CUDA cores would
 // need a second kernel design at a fraction of the speed, for no accuracy a user can see.
+//
+// Speed. A 3xTF32 product costs three mma.sync and a split of each operand it loads, so the
+// float32 kernels issue several times the instructions of the half types per product and
+// stall on the products' latency. Measured on the H200 against PyTorch's memory-efficient
+// kernel (issue 13), what mattered was, in order: warps per SM (the backward at head dim 64
+// had one CTA of 4 warps per SM, shared memory bound; 8 warps halved its time), the split
+// (cvt.rna is 4 instructions, round_tf32 is 2, same result), and letting one head-dim step's
+// loads overlap the previous step's products (loops unrolled by two). Row pads free of bank
+// conflicts (kPad / kPadT), one Philox draw per pair of weights in the backward and float2
+// atomics for dq trim the rest. fp32 fwd+bwd at (B, H, T, D) = (64, 6, 256, 64) went from
+// 1.27 ms to 0.63 ms (PyTorch 0.65 ms); at head dim 128 kiln stayed behind (1.56x at
+// (8, 16, 2048, 128), before the backward moved to 8 warps there).
 
 constexpr int kMaxHeadDim = 256;
 // Shared memory one CTA may use on sm_90 (and sm_80).
