@@ -25,7 +25,8 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 
 // dq, dk, dv (each fully written) from dout and the forward's out and lse, with the same mask
 // and params (the same rng redraws the dropout mask). dq accumulates in a float32 scratch
-// [B, Hq, Tq, D] from kiln's allocator (atomic adds, so dq's low bits vary run to run).
+// [B, Hq, Tq, D] from kiln's allocator, or in place when it is contiguous float32 (atomic
+// adds, so dq's low bits vary run to run).
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse, const Tensor& mask,

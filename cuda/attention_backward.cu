@@ -26,7 +26,8 @@ struct BwdArgs {
   Strides3 sdo;
   const float* lse = nullptr;  // [B, Hq, Tq]
   float* di = nullptr;         // [B, Hq, Tq]: rowsum(dout * out)
-  float* dq_acc = nullptr;     // [B, Hq, Tq, d], scale * dq once complete
+  float* dq_acc = nullptr;     // [B, Hq, Tq, d]: dq / ds_scale once complete
+  float ds_scale = 1.0f;       // dS's factor in dq's products (Note [Flash attention kernels])
   void* dk = nullptr;
   Strides3 sdk;
   void* dv = nullptr;
@@ -57,17 +58,77 @@ __global__ void flash_backward_prep_kernel(const BwdArgs a, int64_t rows) {
   }
 }
 
-// Tile shapes per policy and padded head dim: 4 warps; kBN = 16 * 4 / kSplit keys per CTA,
-// kBM query rows per step. A thread holds kD / kSplit / 2 floats each of dk and dv and
-// kBM / 2 each of S^T and dP^T, sized to stay in registers (ptxas -v).
+// p[0] += x and, where has_y, p[1] += y, atomically. Where p is 8-byte aligned (aligned) sm_90
+// adds both in one vector atomic: half the atomics of dq's accumulation, which the L2 serves
+// one at a time per address.
+__device__ __forceinline__ void add_pair(float* p, float x, float y, bool has_y, bool aligned) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (has_y && aligned) {
+    atomicAdd(reinterpret_cast<float2*>(p), make_float2(x, y));
+    return;
+  }
+#endif
+  atomicAdd(p, x);
+  if (has_y) atomicAdd(p + 1, y);
+}
+
+// Dropout keep bits of a warp's transposed weights (S^T layout): bit 4 nt + 2 e + r for query
+// row0 + 8 nt + 2 t + e (row0 counts rows of every head: b, h, i) and key key0 + g + 8 r, key0
+// even. With Tk even, keys 2c and 2c + 1 of a query share one Philox counter (Note [Fused
+// attention]) and sit in lanes g and g + 1 (g even): each lane draws one counter per query,
+// for the pair holding its key of row r = g % 2, and hands its partner (lane ^ 4) the other
+// decision, half the draws of one per weight.
+template <int kQT>
+__device__ __forceinline__ uint32_t dropout_keeps_t(const AttnInputs& in, const PhiloxState& rng,
+                                                    uint64_t row0, int key0) {
+  static_assert(4 * kQT <= 32, "keep bits must fit 32 bits");
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, odd = g & 1;
+  auto keep_one = [&](uint64_t L) {
+    const auto w = philox4x32(rng.seed, rng.offset + L / 2);
+    return (L & 1) == 0 ? philox_keeps(w[0], w[1], in.drop_threshold)
+                        : philox_keeps(w[2], w[3], in.drop_threshold);
+  };
+  uint32_t bits = 0;
+#pragma unroll
+  for (int nt = 0; nt < kQT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const uint64_t row = (row0 + 8 * nt + 2 * t + e) * in.Tk;
+      bool k0, k1;  // keys key0 + g and key0 + g + 8
+      if ((in.Tk & 1) == 0) {
+        const auto w = philox4x32(rng.seed, rng.offset + (row + key0 + g - odd + 8 * odd) / 2);
+        const bool lo = philox_keeps(w[0], w[1], in.drop_threshold);
+        const bool hi = philox_keeps(w[2], w[3], in.drop_threshold);
+        const bool other = __shfl_xor_sync(0xffffffffu, odd ? lo : hi, 4);
+        k0 = odd ? other : lo;
+        k1 = odd ? hi : other;
+      } else {
+        k0 = keep_one(row + key0 + g);
+        k1 = keep_one(row + key0 + g + 8);
+      }
+      bits |= static_cast<uint32_t>(k0) << (4 * nt + 2 * e);
+      bits |= static_cast<uint32_t>(k1) << (4 * nt + 2 * e + 1);
+    }
+  }
+  return bits;
+}
+
+// Tile shapes per policy and padded head dim: kWarps warps; kBN = 16 kWarps / kSplit keys per
+// CTA, kBM query rows per step. A thread holds kD / kSplit / 2 floats each of dk and dv and
+// kBM / 2 each of S^T and dP^T, sized to stay in registers (ptxas -v). Float32 needs 8 warps
+// on an SM to hide the latency of its 3xTF32 products (Note [Float32 attention on tensor
+// cores]): at head dim 64 it takes 32 query rows per step, 79 KiB of shared memory, so two
+// CTAs of 4 warps share an SM (64 rows need 120 KiB: one CTA); at head dim 128 one CTA of 8
+// warps (128 keys, 217 KiB) fills it, as two CTAs of 4 would need more shared memory.
 template <typename M, int kD>
 struct BwdConfig {
-  static constexpr int kWarps = 4;
+  static constexpr bool kHalf = sizeof(typename M::Elem) == 2;
+  static constexpr int kWarps = !kHalf && kD == 128 ? 8 : 4;
   static constexpr int kSplit = kD == 256 ? 2 : 1;
-  static constexpr int kBM = kD == 64 ? 64 : 32;
+  static constexpr int kBM = kD == 64 && kHalf ? 64 : 32;
   static constexpr int kBN = 16 * kWarps / kSplit;
   static constexpr size_t kSmem =
-      (static_cast<size_t>(2 * kBN + 4 * kBM) * (kD + M::kPad) + kBN * (kBM + M::kPad)) *
+      (static_cast<size_t>(2 * kBN + 4 * kBM) * (kD + M::kPadT) + kBN * (kBM + M::kPadT)) *
           sizeof(typename M::Elem) +
       4 * kBM * sizeof(float);
   static_assert(kSmem <= kMaxSmem, "backward tile does not fit shared memory");
@@ -81,10 +142,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
   constexpr int kCta = kWarps * 32;  // threads
   constexpr int kBN = 16 * kWarps / kSplit;
   constexpr int kDc = kD / kSplit;  // head dims of dk/dv a warp accumulates
-  constexpr int kLd = kD + M::kPad;
-  constexpr int kLdS = kBM + M::kPad;
+  constexpr int kLd = kD + M::kPadT;
+  constexpr int kLdS = kBM + M::kPadT;
   constexpr int kK = M::kK;
-  constexpr int kUnrollD = M::kCompact ? 1 : kD / kK;  // loops over the head dim
+  constexpr int kUnrollD = M::kCompact ? 2 : kD / kK;  // loops over the head dim
   constexpr int kQT = kBM / 8;                         // score tiles along the queries
   extern __shared__ __align__(16) unsigned char smem[];
   E* ks = reinterpret_cast<E*>(smem);                         // [kBN][kLd]
@@ -143,6 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
   if (n_it > 0) load_q(0, 0);
   cp_async_commit();
 
+  const PhiloxState rng = in.dropout ? dropout_state(in) : PhiloxState{};
   float dk_acc[kDc / 8][4] = {};
   float dv_acc[kDc / 8][4] = {};
 
@@ -196,6 +258,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
     // dpt <- dS^T = P^T (dP^T Z - Di) (for dk and dq).
     const int64_t mask_head = b * in.smask[0] + h * in.smask[1];
     const uint64_t drop_head = (static_cast<uint64_t>(b) * in.Hq + h) * in.Tq;
+    const uint32_t keeps =
+        in.dropout ? dropout_keeps_t<kQT>(in, rng, drop_head + m0, n0 + krow) : ~0u;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int j = n0 + krow + g + 8 * r;
@@ -208,13 +272,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
           const float p = exp2f(x - lse_t[il]);
           float dp = dpt[nt][2 * r + e];
           float pz = p;
-          if (in.dropout && p != 0.0f) {
-            const uint64_t L = (drop_head + i) * in.Tk + j;
-            const PhiloxState s = philox_resolve({in.seed, in.offset});  // CUDA graphs
-            const auto w = philox4x32(s.seed, s.offset + L / 2);
-            const bool keep = (L & 1) == 0 ? philox_keeps(w[0], w[1], in.drop_threshold)
-                                           : philox_keeps(w[2], w[3], in.drop_threshold);
-            const float z = keep ? in.drop_scale : 0.0f;
+          if (in.dropout) {
+            const float z = (keeps >> (4 * nt + 2 * e + r)) & 1u ? in.drop_scale : 0.0f;
             pz = p * z;
             dp *= z;
           }
@@ -248,7 +307,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
     }
 
     // dq += dS K through shared memory: dS^T rows are spread over the warps.
-    if (dcol == 0) store_c(dss, kLdS, krow, 0, dpt, 1.0f);
+    if (dcol == 0) store_c(dss, kLdS, krow, 0, dpt, a.ds_scale);
     __syncthreads();
     float* dq_rows = a.dq_acc + ((static_cast<int64_t>(b) * in.Hq + h) * in.Tq + m0) * in.d;
     constexpr int kUnits = kBM / 16 * (kD / 16);  // (16 query rows) x (16 head dims)
@@ -269,14 +328,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_backward_kernel(const BwdAr
       for (int jn = 0; jn < 2; ++jn) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int il = 16 * mt + g + 8 * r;
-          if (m0 + il >= in.Tq) continue;
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int cc = col + 8 * jn + 2 * t + e;
-            if (cc < in.d)
-              atomicAdd(dq_rows + static_cast<int64_t>(il) * in.d + cc, c[jn][2 * r + e]);
-          }
+          const int il = 16 * mt + g + 8 * r, cc = col + 8 * jn + 2 * t;
+          if (m0 + il >= in.Tq || cc >= in.d) continue;
+          add_pair(dq_rows + static_cast<int64_t>(il) * in.d + cc, c[jn][2 * r],
+                   c[jn][2 * r + 1], cc + 1 < in.d, (in.d & 1) == 0);
         }
       }
     }
@@ -361,11 +416,14 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   DeviceGuard guard(device.index);
   const cudaStream_t stream = stream_of(device.index);
   // Scratch from the caching allocator on this stream: freed when these handles go, reused
-  // only by work queued after this op's kernels.
+  // only by work queued after this op's kernels. A contiguous float32 dq is laid out as the
+  // dq scratch is: it accumulates in place, with the scale folded into dS.
+  const bool dq_in_place = dtype == DType::Float32 && dq.is_contiguous();
   Tensor di = empty({q_rows}, DType::Float32, device);
-  Tensor dq_acc = empty({q_rows * in.d}, DType::Float32, device);
+  Tensor dq_acc = dq_in_place ? dq : empty({q_rows * in.d}, DType::Float32, device);
   a.di = di.data<float>();
   a.dq_acc = dq_acc.data<float>();
+  a.ds_scale = dq_in_place ? in.scale : 1.0f;
   dispatch_attention(dtype, in.d, in.dv, [&](auto mma, auto dim) {
     using M = decltype(mma);
     using E = typename M::Elem;
@@ -379,7 +437,7 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
     }
     if (kv_rows > 0) launch_backward<M, decltype(dim)::value>(a, stream);
     const int64_t n = q_rows * in.d;
-    if (n > 0) {
+    if (n > 0 && !dq_in_place) {
       flash_backward_dq_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(
           static_cast<E*>(dq.data_ptr()), strides3(dq), a.dq_acc, in.Hq, in.Tq, in.d, in.scale, n);
       KILN_CUDA_CHECK_LAUNCH(kOp);

@@ -25,38 +25,47 @@ struct FwdArgs {
   float* lse = nullptr;
 };
 
-// Tile shapes per policy and padded head dim: 4 warps, each owning kMT 16-row slices of the
-// kBM = 64 kMT query rows, key/value tiles of kBN rows. Chosen to keep the accumulators
-// (kMT * kD / 2 floats of output and kMT * kBN / 2 of scores per thread) in registers without
-// spilling (ptxas -v), and shared memory (Q + two K/V buffers) within one SM's 227 KiB.
+// Tile shapes per policy and padded head dim: kWarps warps, each owning kMT 16-row slices of
+// the kBM = 16 kMT kWarps query rows, key/value tiles of kBN rows. Chosen to keep the
+// accumulators (kMT * kD / 2 floats of output and kMT * kBN / 2 of scores per thread) in
+// registers without spilling (ptxas -v), and shared memory (Q + two K/V buffers) within one
+// SM's 227 KiB. kMinCtas CTAs fit one SM (shared memory and the register cap it implies).
+// Float32 at head dim 64 (Note [Float32 attention on tensor cores]) spends more instructions
+// per product than the half types, so it wants warps to hide latency more than it wants a
+// K/V fragment reused over two row slices: 8 warps of one slice, two CTAs per SM.
 template <typename M, int kD>
 struct FwdConfig {
   static constexpr bool kHalf = sizeof(typename M::Elem) == 2;
-  static constexpr int kWarps = 4;
-  static constexpr int kMT = kD == 64 || (kD == 128 && kHalf) ? 2 : 1;
+  static constexpr bool kWide = !kHalf && kD == 64;
+  static constexpr int kWarps = kWide ? 8 : 4;
+  static constexpr int kMT = kHalf && kD <= 128 ? 2 : 1;
   static constexpr int kBN = kD == 64 ? 64 : 32;
   static constexpr int kBM = 16 * kMT * kWarps;
+  static constexpr int kMinCtas = kWide ? 2 : 1;
+  // Q and K tiles are read along the head dim, V tiles across their rows.
   static constexpr size_t kSmem =
-      static_cast<size_t>(kBM + 4 * kBN) * (kD + M::kPad) * sizeof(typename M::Elem);
+      (static_cast<size_t>(kBM + 2 * kBN) * (kD + M::kPad) + 2 * kBN * (kD + M::kPadT)) *
+      sizeof(typename M::Elem);
   static_assert(kSmem <= kMaxSmem, "forward tile does not fit shared memory");
 };
 
-template <typename M, int kD, int kBN, int kMT, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(const FwdArgs a) {
+template <typename M, int kD, int kBN, int kMT, int kWarps, int kMinCtas>
+__global__ void __launch_bounds__(kWarps * 32, kMinCtas) flash_forward_kernel(const FwdArgs a) {
   using E = typename M::Elem;
   using A = typename M::A;
   using B = typename M::B;
   constexpr int kCta = kWarps * 32;  // threads
   constexpr int kBM = 16 * kMT * kWarps;
-  constexpr int kLd = kD + M::kPad;
+  constexpr int kLd = kD + M::kPad;    // Q (and out) and K tiles
+  constexpr int kLdV = kD + M::kPadT;  // V tiles
   constexpr int kK = M::kK;
-  constexpr int kUnrollD = M::kCompact ? 1 : kD / kK;  // loops over the head dim
+  constexpr int kUnrollD = M::kCompact ? 2 : kD / kK;  // loops over the head dim
   constexpr int kNT = kBN / 8;                         // score tiles of a row slice
   constexpr int kDT = kD / 8;                          // output tiles of a row slice
   extern __shared__ __align__(16) unsigned char smem[];
   E* qs = reinterpret_cast<E*>(smem);  // [kBM][kLd]
   E* ks = qs + kBM * kLd;              // [2][kBN][kLd]
-  E* vs = ks + 2 * kBN * kLd;          // [2][kBN][kLd]
+  E* vs = ks + 2 * kBN * kLd;          // [2][kBN][kLdV]
   const AttnInputs& in = a.in;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -79,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(const FwdArg
     const int n0 = j * kBN, rows = min(kBN, in.Tk - n0);
     load_tile<E, kBN, kD, kCta>(ks + buf * kBN * kLd, kLd, k + n0 * in.sk.t, in.sk.t, rows, in.d,
                                 in.vec_in);
-    load_tile<E, kBN, kD, kCta>(vs + buf * kBN * kLd, kLd, v + n0 * in.sv.t, in.sv.t, rows, in.dv,
+    load_tile<E, kBN, kD, kCta>(vs + buf * kBN * kLdV, kLdV, v + n0 * in.sv.t, in.sv.t, rows, in.dv,
                                 in.vec_in);
   };
   load_tile<E, kBM, kD, kCta>(qs, kLd, q, in.sq.t, min(kBM, in.Tq - m0), in.d, in.vec_in);
@@ -92,6 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(const FwdArg
   float m_run[kMT][2], l_run[kMT][2];
   int64_t mask_row[kMT][2];
   uint64_t drop_row[kMT][2];
+  const PhiloxState rng = in.dropout ? dropout_state(in) : PhiloxState{};
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
@@ -115,7 +125,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(const FwdArg
     }
     __syncthreads();
     const E* kt = ks + buf * kBN * kLd;
-    const E* vt = vs + buf * kBN * kLd;
+    const E* vt = vs + buf * kBN * kLdV;
     const int n0 = j * kBN;
 
     // S = Q K^T for the warp's rows.
@@ -190,9 +200,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(const FwdArg
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt) {
             const int jj = n0 + 8 * nt + 2 * t;
-            if (jj >= in.Tk) continue;
+            // Masked weights (causal, past Tk) are 0 already: no draw needed.
+            if (jj >= in.Tk || (s[mt][nt][2 * r] == 0.0f && s[mt][nt][2 * r + 1] == 0.0f))
+              continue;
             bool keep0, keep1;
-            dropout_pair(in, drop_row[mt][r] + jj, keep0, keep1);
+            dropout_pair(in, rng, drop_row[mt][r] + jj, keep0, keep1);
             if (!keep0) s[mt][nt][2 * r] = 0.0f;
             if (!keep1) s[mt][nt][2 * r + 1] = 0.0f;
           }
@@ -210,7 +222,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(const FwdArg
       for (int np = 0; np < kD / 16; ++np) {
         if (16 * np >= in.dv) break;
         B vb[2];
-        M::load_b2_t(vb, vt, kLd, kk * kK, 16 * np);
+        M::load_b2_t(vb, vt, kLdV, kk * kK, 16 * np);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           M::mma(o[mt][2 * np], pa[mt], vb[0]);
@@ -249,7 +261,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_forward_kernel(const FwdArg
 template <typename M, int kD>
 void launch_forward(const FwdArgs& a, cudaStream_t stream) {
   using C = FwdConfig<M, kD>;
-  auto kernel = flash_forward_kernel<M, kD, C::kBN, C::kMT, C::kWarps>;
+  auto kernel = flash_forward_kernel<M, kD, C::kBN, C::kMT, C::kWarps, C::kMinCtas>;
   allow_smem(kernel, C::kSmem, kOp);
   const int64_t blocks = static_cast<int64_t>((a.in.Tq + C::kBM - 1) / C::kBM) * a.in.B * a.in.Hq;
   KILN_CHECK(blocks < (int64_t{1} << 31), Runtime, "[", kOp, "] too many query blocks: ", blocks);

@@ -45,7 +45,9 @@ namespace kiln::cuda::flash {
 // transposed scores S^T = K Q^T and dP^T = V dout^T in registers, P^T and dS^T there, and
 // accumulates dv += P^T dout and dk += dS^T q with the registers as A operands. dS^T goes to
 // shared memory for dq += dS K, which the warps split and add to the scratch with float32
-// atomics; a last kernel scales the scratch into dq's dtype and strides. For head dims above
+// atomics; a last kernel scales the scratch into dq's dtype and strides. A contiguous float32
+// dq is its own scratch: dS^T goes to shared memory times the softmax scale, so the sums are
+// dq itself and the last kernel does not run. For head dims above
 // 128 the dk/dv accumulators would not fit a warp's registers, so kSplit warps share 16 keys,
 // each accumulating a 1/kSplit slice of the head dim (recomputing S^T and dP^T).
 //
@@ -63,6 +65,18 @@ namespace kiln::cuda::flash {
 // kiln does the same when backend_flags().matmul_allow_tf32 is off, and one plain TF32 product
 // (10-bit mantissas, as TF32 matmuls) when it is on. Plain float32 FMA on CUDA cores would
 // need a second kernel design at a fraction of the speed, for no accuracy a user can see.
+//
+// Speed. A 3xTF32 product costs three mma.sync and a split of each operand it loads, so the
+// float32 kernels issue several times the instructions of the half types per product and
+// stall on the products' latency. Measured on the H200 against PyTorch's memory-efficient
+// kernel (issue 13), what mattered was, in order: warps per SM (the backward at head dim 64
+// had one CTA of 4 warps per SM, shared memory bound; 8 warps halved its time), the split
+// (cvt.rna is 4 instructions, round_tf32 is 2, same result), and letting one head-dim step's
+// loads overlap the previous step's products (loops unrolled by two). Row pads free of bank
+// conflicts (kPad / kPadT), one Philox draw per pair of weights in the backward and float2
+// atomics for dq trim the rest. fp32 fwd+bwd at (B, H, T, D) = (64, 6, 256, 64) went from
+// 1.27 ms to 0.63 ms (PyTorch 0.65 ms); at head dim 128 kiln stayed behind (1.56x at
+// (8, 16, 2048, 128), before the backward moved to 8 warps there).
 
 constexpr int kMaxHeadDim = 256;
 // Shared memory one CTA may use on sm_90 (and sm_80).
@@ -148,7 +162,9 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 //   load_b2:   B[k][n] = s[n0 + n][k0 + k]         load_b2_t: B[k][n] = s[k0 + k][n0 + n]
 // (b[0] covers columns n0..n0+7, b[1] n0+8..n0+15), the A fragment of k step `ks` of a
 // product whose A is a warp's float32 accumulator tiles (a_from_c), and c += a * b.
-// kCompact: loops over the head dim that index no register array are not unrolled.
+// kPad / kPadT: row pads of tiles read by load_a / load_b2 only, and of tiles also (or only)
+// read by load_a_t / load_b2_t.
+// kCompact: loops over the head dim that index no register array unroll by two only.
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -171,6 +187,7 @@ struct HalfMma {
   using Elem = T;
   static constexpr int kK = 16;
   static constexpr int kPad = 8;  // 16 bytes per row: ldmatrix rows fall in distinct banks
+  static constexpr int kPadT = kPad;
   static constexpr bool kCompact = false;
   struct A {
     uint32_t r[4];
@@ -236,6 +253,14 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   return r;
 }
 
+// cvt.rna.tf32.f32 in two integer ops: adding half a TF32 ulp to the magnitude bits and
+// clearing the 13 low ones rounds to nearest, ties away from zero, exactly as cvt.rna does for
+// every finite x (an infinity stays itself). cvt.rna compiles to four instructions (it guards
+// infinities and NaNs with a compare and a select), and 3xTF32 splits every operand it loads.
+__device__ __forceinline__ uint32_t round_tf32(float x) {
+  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+}
+
 // float32: mma.m16n8k8.tf32 (Note [Float32 attention on tensor cores]); k3x adds the two
 // correction products. The PTX layouts are A (16x8): a0/a1 rows g/g+8 at column t, a2/a3 at
 // column t + 4; B (8x8): b0/b1 k rows t / t + 4, column g. A product sums over k in any order,
@@ -246,9 +271,15 @@ template <bool k3x>
 struct Tf32Mma {
   using Elem = float;
   static constexpr int kK = 8;
-  static constexpr int kPad = 4;
+  // Row pads that keep a warp's shared-memory reads free of bank conflicts: rows read along
+  // k with 8-byte loads (load_a, load_b2: lanes g = 0..3 of a half warp on rows 8 words
+  // apart) want a row stride of 8 mod 32 words, tiles read across rows (load_a_t, load_b2_t:
+  // rows 2t and 2t + 1, scalar loads) one of 4 mod 32. A tile read both ways takes kPadT.
+  static constexpr int kPad = 8;
+  static constexpr int kPadT = 4;
   // Three products per step make fully unrolled head-dim loops slow to compile (minutes of
-  // ptxas per kernel): those loops stay rolled.
+  // ptxas per kernel): those loops unroll by two, enough for one step's shared-memory loads
+  // to overlap the other's products.
   static constexpr bool kCompact = k3x;
   struct A {
     uint32_t big[4], small[4];
@@ -258,8 +289,13 @@ struct Tf32Mma {
   };
 
   static __device__ __forceinline__ void split(float x, uint32_t& big, uint32_t& small) {
-    big = to_tf32(x);
-    small = k3x ? to_tf32(x - __uint_as_float(big)) : 0u;
+    if constexpr (k3x) {
+      big = round_tf32(x);
+      small = round_tf32(x - __uint_as_float(big));
+    } else {
+      big = to_tf32(x);
+      small = 0u;
+    }
   }
   static __device__ __forceinline__ void set_a(A& a, float a0, float a1, float a2, float a3) {
     split(a0, a.big[0], a.small[0]);
@@ -426,11 +462,17 @@ __device__ __forceinline__ bool philox_keeps(uint32_t hi, uint32_t lo, uint64_t 
   return (((static_cast<uint64_t>(hi) << 32) | lo) >> 11) >= threshold;
 }
 
+// The kernel's absolute Philox state (relative in a CUDA graph: one device read, so a kernel
+// resolves it once, not per draw).
+__device__ __forceinline__ PhiloxState dropout_state(const AttnInputs& a) {
+  return philox_resolve({a.seed, a.offset});
+}
+
 // Dropout keep decisions of the weights with row-major indices L and L + 1 in
-// [B, Hq, Tq, Tk] (Note [Fused attention]: counter offset + L / 2, word pair L % 2).
-__device__ __forceinline__ void dropout_pair(const AttnInputs& a, uint64_t L, bool& keep0,
-                                             bool& keep1) {
-  const PhiloxState s = philox_resolve({a.seed, a.offset});  // relative in a CUDA graph
+// [B, Hq, Tq, Tk] (Note [Fused attention]: counter offset + L / 2, word pair L % 2), under the
+// resolved state s.
+__device__ __forceinline__ void dropout_pair(const AttnInputs& a, const PhiloxState& s, uint64_t L,
+                                             bool& keep0, bool& keep1) {
   const auto w = philox4x32(s.seed, s.offset + L / 2);
   if ((L & 1) == 0) {
     keep0 = philox_keeps(w[0], w[1], a.drop_threshold);

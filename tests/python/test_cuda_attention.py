@@ -133,6 +133,30 @@ def test_kiln_kernel_dropout_draws_the_math_paths_mask():
         close(g, w, kiln.float32, 4.0)
 
 
+def test_float32_keeps_float32_accuracy_unless_tf32_is_allowed():
+    # Note [Float32 attention on tensor cores]: 3xTF32 (errors near float32's) by default, one
+    # TF32 product (10-bit mantissas, errors ~100x larger) under allow_tf32.
+    arrays = inputs((2, 4, 256, 64), (2, 4, 256, 64), kiln.float32)
+    grad = RNG.standard_normal((2, 4, 256, 64))
+    want = reference(arrays, grad, is_causal=True)
+
+    def worst_error():
+        out, grads = kiln_run(KILN_KERNEL, arrays, kiln.float32, grad, is_causal=True)
+        return max(np.abs(g - w).max() / max(np.abs(w).max(), 1.0)
+                   for g, w in zip([out] + grads, [want[0]] + want[1]))
+
+    saved = kiln.backends.cuda.matmul.allow_tf32
+    try:
+        kiln.backends.cuda.matmul.allow_tf32 = False
+        exact = worst_error()
+        kiln.backends.cuda.matmul.allow_tf32 = True
+        tf32 = worst_error()
+    finally:
+        kiln.backends.cuda.matmul.allow_tf32 = saved
+    assert exact < 3e-5, exact
+    assert tf32 > 5 * exact, (tf32, exact)
+
+
 @pytest.mark.parametrize("dtype", [kiln.bfloat16, kiln.float16, kiln.float32])
 @pytest.mark.parametrize("case", ["causal", "bool_mask", "float_mask", "gqa"])
 def test_against_torch(case, dtype):
