@@ -59,13 +59,14 @@ void init_sparse(py::module_& m, TensorClass& cls) {
     cls.def(name, [name](const Tensor& a, SparseArg b) { return sparse_op(name)(a, b.obj); },
             py::arg("other"));
   }
-  m.def("addmm",
-        [](const Tensor& input, SparseArg a, py::object b, py::object beta, py::object alpha) {
-          return sparse_op("addmm")(input, a.obj, b, py::arg("beta") = beta,
-                                    py::arg("alpha") = alpha);
-        },
-        py::arg("input"), py::arg("mat1"), py::arg("mat2"), py::kw_only(), py::arg("beta") = 1,
-        py::arg("alpha") = 1);
+  auto addmm = [](const Tensor& input, SparseArg a, py::object b, py::object beta,
+                  py::object alpha) {
+    return sparse_op("addmm")(input, a.obj, b, py::arg("beta") = beta, py::arg("alpha") = alpha);
+  };
+  m.def("addmm", addmm, py::arg("input"), py::arg("mat1"), py::arg("mat2"), py::kw_only(),
+        py::arg("beta") = 1, py::arg("alpha") = 1);
+  cls.def("addmm", addmm, py::arg("mat1"), py::arg("mat2"), py::kw_only(), py::arg("beta") = 1,
+          py::arg("alpha") = 1);
 }
 
 }  // namespace kiln::python

@@ -119,6 +119,8 @@ def test_addmm_with_a_sparse_matrix():
     d, bias = rng.standard_normal((4, 2)), rng.standard_normal((3, 2))
     out = kiln.addmm(kiln.tensor(bias), example(), kiln.tensor(d), beta=0.5, alpha=2.0)
     np.testing.assert_allclose(out.numpy(), 0.5 * bias + 2.0 * dense_reference() @ d)
+    method = kiln.tensor(bias).addmm(example(), kiln.tensor(d), alpha=2.0)
+    np.testing.assert_allclose(method.numpy(), bias + 2.0 * dense_reference() @ d)
     nan_bias = kiln.full((3, 2), float("nan"), dtype=kiln.float64)
     out = kiln.sparse.addmm(nan_bias, example(), kiln.tensor(d), beta=0)
     np.testing.assert_allclose(out.numpy(), dense_reference() @ d)
@@ -146,8 +148,10 @@ def test_gradients_reach_the_values_and_the_dense_operand():
     lambda s, d: s.to_dense() * 2,
     lambda s, d: s.coalesce().values(),
     lambda s, d: kiln.sparse.sum(s, 0).to_dense(),
+    lambda s, d: kiln.mm(s, d.to_sparse()).to_dense(),
+    lambda s, d: (d.to_sparse(1) * 3).to_dense(),
 ], ids=["mm", "sparse.mm-noncontig", "dense@sparse", "addmm", "mv", "to_dense", "coalesce",
-        "sparse.sum"])
+        "sparse.sum", "sparse@sparse", "to_sparse"])
 def test_gradcheck_through_sparse_ops(product):
     rng = np.random.default_rng(4)
     values = kiln.tensor(VALUES, dtype=kiln.float64, requires_grad=True)
@@ -187,6 +191,50 @@ def test_sparse_sum_over_all_and_some_dims():
                                2 * dense_reference(values=[1.0] * 5))
 
 
+def test_sparse_times_sparse_is_sparse():
+    s, ref = example(), dense_reference()
+    for product in (kiln.mm(s, s.t()), kiln.sparse.mm(s, s.t()), s @ s.t()):
+        assert product.is_sparse
+        np.testing.assert_allclose(product.to_dense().numpy(), ref @ ref.T)
+
+
+def softmax_reference(dense, dim, log=False):
+    """Softmax over the stored (here: nonzero) entries along dim; zero elsewhere."""
+    stored = dense != 0
+    masked = np.where(stored, dense, -np.inf)
+    shifted = masked - masked.max(axis=dim, keepdims=True)
+    out = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True)) if log else (
+        np.exp(shifted) / np.exp(shifted).sum(axis=dim, keepdims=True))
+    return np.where(stored, out, 0.0)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("log", [False, True])
+def test_sparse_softmax_over_the_stored_entries(dim, log):
+    fn = kiln.sparse.log_softmax if log else kiln.sparse.softmax
+    out = fn(example(), dim)
+    assert out.is_sparse and out.is_coalesced()
+    np.testing.assert_allclose(out.to_dense().numpy(),
+                               softmax_reference(dense_reference(), dim, log), atol=1e-12)
+    values = kiln.tensor(VALUES, dtype=kiln.float64, requires_grad=True)
+    weights = kiln.tensor(np.arange(12.0).reshape(3, 4))
+    assert gradcheck(lambda v: (fn(kiln.sparse_coo_tensor(INDICES, v, SIZE), dim).to_dense()
+                                * weights).sum(), (values,))
+
+
+def test_sparse_softmax_of_a_hybrid_tensor():
+    values = np.random.default_rng(7).standard_normal((5, 2))
+    s = kiln.sparse_coo_tensor(INDICES, kiln.tensor(values), SIZE + (2,))
+    dense = s.to_dense().numpy()
+    for dim in (0, 1):
+        expected = np.stack([softmax_reference(dense[..., j], dim) for j in range(2)], -1)
+        np.testing.assert_allclose(kiln.sparse.softmax(s, dim).to_dense().numpy(), expected,
+                                   atol=1e-12)
+    coalesced = s.coalesce()
+    np.testing.assert_allclose(kiln.sparse.softmax(s, 2).values().numpy(),
+                               kiln.softmax(coalesced.values(), 1).numpy())
+
+
 def test_hspmm_keeps_the_nonempty_rows():
     s = kiln.sparse_coo_tensor([[0, 2], [1, 0]], [2.0, 3.0], (3, 2))
     out = kiln.hspmm(s, kiln.tensor([[1.0, 2.0], [3.0, 4.0]]))
@@ -214,6 +262,16 @@ def test_conversions_keep_the_pattern():
     assert s.to(kiln.float64) is s and s.detach()._nnz() == 5
     assert s.type() == "kiln.sparse.DoubleTensor"
     assert s.clone().to_dense().tolist() == s.to_dense().tolist()
+
+
+def test_sparse_tensors_pickle_and_deepcopy():
+    import copy
+    import pickle
+
+    s = example()
+    for clone in (pickle.loads(pickle.dumps(s)), copy.deepcopy(s)):
+        assert clone.is_sparse and clone.shape == s.shape and not clone.is_coalesced()
+        np.testing.assert_array_equal(clone.to_dense().numpy(), s.to_dense().numpy())
 
 
 def test_repr_names_indices_values_size_and_layout():
@@ -260,8 +318,10 @@ def test_product_errors_name_the_op_and_the_shapes():
         kiln.mm(s, kiln.ones(4, 2))
     with pytest.raises(RuntimeError, match=r"\[mm\] expects a 2-D sparse matrix"):
         kiln.mm(kiln.sparse_coo_tensor(INDICES, kiln.ones(5, 2), SIZE + (2,)), kiln.ones(4, 2))
-    with pytest.raises(NotImplementedError, match=r"sparse @ sparse"):
-        kiln.mm(s, s.t())
+    with pytest.raises(RuntimeError, match=r"\[matmul\] expected a 2-D dense matrix, got a 3-D"):
+        kiln.matmul(s, kiln.ones(2, 4, 2, dtype=kiln.float64))
+    with pytest.raises(NotImplementedError, match=r"reduce='mean' is not supported"):
+        kiln.sparse.mm(s, kiln.ones(4, 2, dtype=kiln.float64), "mean")
     with pytest.raises(TypeError):
         kiln.mm(s, 3)
     with pytest.raises(TypeError):  # dense junk still fails to bind, as before
@@ -310,7 +370,9 @@ def test_matches_pytorch_forward_and_backward():
         results.append((out.detach().numpy(), values.grad.numpy(), dense.grad.numpy(),
                         c.indices().numpy(), c.values().detach().numpy(),
                         lib.sparse.sum(s, 1).to_dense().detach().numpy(),
-                        lib.tensor(dense_reference()).to_sparse().indices().numpy()))
+                        lib.tensor(dense_reference()).to_sparse().indices().numpy(),
+                        lib.sparse.softmax(s, 1).to_dense().detach().numpy(),
+                        lib.sparse.log_softmax(s, 0).coalesce().values().detach().numpy()))
     for ours, theirs in zip(*results):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
 

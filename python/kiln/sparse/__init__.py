@@ -9,8 +9,9 @@ from kiln.sparse._coo import (  # noqa: F401
     check_sparse_tensor_invariants,
     sparse_coo_tensor,
 )
-from kiln.sparse._ops import addmm, hspmm, matmul, mm, sum  # noqa: F401,A004
+from kiln.sparse._ops import addmm, hspmm, log_softmax, matmul, mm, softmax, sum  # noqa: F401,A004
 
 spmm = mm  # torch.spmm
 
-__all__ = ["SparseTensor", "addmm", "check_sparse_tensor_invariants", "hspmm", "mm", "sum"]
+__all__ = ["SparseTensor", "addmm", "check_sparse_tensor_invariants", "hspmm", "log_softmax",
+           "mm", "softmax", "sum"]

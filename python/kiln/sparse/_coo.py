@@ -20,6 +20,10 @@ Every sparse op is a composition of dense kiln ops on `indices` and `values`
   `.grad` as a sparse tensor with its own (coalesced) pattern, as torch.sparse.mm's
   gradient is;
 - CUDA works wherever those ops run on CUDA.
+The cost: sparse ops are Python, out of reach of C++ callers, and each is a few dense
+launches rather than one cuSPARSE call. Accepted because sparse COO is a compatibility
+feature for Python programs; an ops/sparse.cpp with the same compositions (or cuSPARSE
+behind them) can replace _ops.py without changing this class.
 Known difference: PyTorch's torch.mm (not torch.sparse.mm) gives a sparse leaf a
 dense, unmasked gradient; kiln gives the masked one in both cases.
 

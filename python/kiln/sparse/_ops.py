@@ -2,7 +2,7 @@
 (Note [Sparse COO tensors] in _coo.py)."""
 
 import kiln
-from kiln.sparse._coo import SparseTensor, _fail
+from kiln.sparse._coo import SparseTensor, _fail, _linear_index
 
 
 def _check_matrix(op, s):
@@ -37,32 +37,38 @@ def _sparse_dense_mm(op, s, d):
     return out.index_add(0, rows, contributions)
 
 
-def mm(mat1, mat2):
-    """sparse @ dense or dense @ sparse → dense (kiln.mm, kiln.sparse.mm, kiln.spmm)."""
+def mm(mat1, mat2, reduce="sum", *, _op="mm"):
+    """sparse @ dense or dense @ sparse → dense; sparse @ sparse → sparse (kiln.mm,
+    kiln.sparse.mm, kiln.spmm)."""
+    if reduce != "sum":
+        _fail("sparse.mm", f"reduce={reduce!r} is not supported; only 'sum' is",
+              NotImplementedError)
     if isinstance(mat1, SparseTensor):
         if isinstance(mat2, SparseTensor):
-            _fail("mm", "sparse @ sparse is not supported; convert one operand with .to_dense()",
-                  NotImplementedError)
-        return _sparse_dense_mm("mm", mat1, mat2)
+            # Through a dense copy of mat2 (k×n): simple and differentiable in both
+            # operands' values, not a sparse-sparse kernel.
+            _check_matrix(_op, mat2)
+            return _sparse_dense_mm(_op, mat1, mat2.to_dense()).to_sparse()
+        return _sparse_dense_mm(_op, mat1, mat2)
     if not kiln.is_tensor(mat1) or mat1.dim() != 2:
-        _fail("mm", "expected a 2-D dense Tensor as the first operand", TypeError)
-    _check_matrix("mm", mat2)
+        _fail(_op, "expected a 2-D dense Tensor as the first operand", TypeError)
+    _check_matrix(_op, mat2)
     # d @ s = (sᵀ @ dᵀ)ᵀ
-    return _sparse_dense_mm("mm", mat2.t(), mat1.t()).t()
+    return _sparse_dense_mm(_op, mat2.t(), mat1.t()).t()
 
 
 def matmul(input, other):
     """kiln.matmul with a sparse operand: matrix @ matrix and matrix @ vector."""
     if isinstance(input, SparseTensor) and kiln.is_tensor(other) and other.dim() == 1:
-        return mm(input, other.unsqueeze(1)).squeeze(1)
+        return mm(input, other.unsqueeze(1), _op="matmul").squeeze(1)
     if isinstance(other, SparseTensor) and kiln.is_tensor(input) and input.dim() == 1:
-        return mm(input.unsqueeze(0), other).squeeze(0)
-    return mm(input, other)
+        return mm(input.unsqueeze(0), other, _op="matmul").squeeze(0)
+    return mm(input, other, _op="matmul")
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2) with a sparse mat1; beta=0 ignores input."""
-    product = mm(mat1, mat2)
+    product = mm(mat1, mat2, _op="addmm")
     if alpha != 1:
         product = product * alpha
     if beta == 0:
@@ -96,3 +102,47 @@ def sum(input, dim=None, dtype=None):
         return values.sum(dim=0)
     indices = input._indices().index_select(0, kiln.tensor(keep, device=input.device))
     return SparseTensor(indices, values, size, False).coalesce()
+
+
+def _softmax(input, dim, dtype, log):
+    op = "sparse.log_softmax" if log else "sparse.softmax"
+    s = input.coalesce()
+    values = s._values() if dtype is None else s._values().to(dtype)
+    if not values.is_floating_point():
+        _fail(op, f"expected a floating-point tensor, got {values.dtype}")
+    d = s._wrap_dim(dim, op)
+    nsparse = s.sparse_dim()
+    if d >= nsparse:  # a dense dim: every stored slice on its own
+        dense_dim = d - nsparse + 1
+        out = values.log_softmax(dense_dim) if log else values.softmax(dense_dim)
+        return s._with_values(out)
+    # Entries that differ only in index d form one group; unstored entries count as -inf,
+    # so each group is softmaxed over its stored entries only.
+    others = [k for k in range(nsparse) if k != d]
+    sizes = [s.shape[k] for k in others]
+    indices = s._indices().index_select(0, kiln.tensor(others, dtype=kiln.int64,
+                                                       device=s.device))
+    key = _linear_index(indices, sizes) if others else kiln.zeros_like(s._indices()[0])
+    _, group = kiln.unique(key, sorted=True, return_inverse=True)
+    ngroups = int(group.max().item()) + 1 if group.numel() else 0
+    shape = (ngroups,) + tuple(values.shape[1:])
+    expanded = group.reshape((-1,) + (1,) * (values.dim() - 1)).expand(*values.shape)
+    # Shifting by each group's max changes no result (so it needs no gradient) and keeps
+    # exp finite.
+    peak = kiln.full(shape, float("-inf"), dtype=values.dtype, device=values.device)
+    peak = peak.scatter_reduce(0, expanded, values.detach(), "amax")
+    shifted = values - peak.index_select(0, group)
+    total = kiln.zeros(shape, dtype=values.dtype, device=values.device)
+    total = total.index_add(0, group, shifted.exp()).index_select(0, group)
+    out = shifted - total.log() if log else shifted.exp() / total
+    return s._with_values(out)
+
+
+def softmax(input, dim, *, dtype=None):
+    """kiln.sparse.softmax: softmax over the stored entries along dim (unstored ones are
+    -inf, not 0), with the coalesced input's pattern."""
+    return _softmax(input, dim, dtype, log=False)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return _softmax(input, dim, dtype, log=True)
