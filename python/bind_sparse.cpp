@@ -49,15 +49,18 @@ struct type_caster<kiln::python::SparseArg> {
 namespace kiln::python {
 
 void init_sparse(py::module_& m, TensorClass& cls) {
-  m.def("_register_sparse_class", [](py::object c) { sparse_class() = std::move(c); });
+  m.def("_register_sparse_class", [](py::type c) { sparse_class() = std::move(c); });
   for (const char* name : {"mm", "matmul"}) {
     // Sparse on the left or on the right; each returns a dense tensor, as in PyTorch.
-    m.def(name, [name](SparseArg a, py::object b) { return sparse_op(name)(a.obj, b); },
-          py::arg("input"), py::arg("other"));
-    m.def(name, [name](const Tensor& a, SparseArg b) { return sparse_op(name)(a, b.obj); },
-          py::arg("input"), py::arg("other"));
-    cls.def(name, [name](const Tensor& a, SparseArg b) { return sparse_op(name)(a, b.obj); },
-            py::arg("other"));
+    m.def(
+        name, [name](SparseArg a, py::object b) { return sparse_op(name)(a.obj, b); },
+        py::arg("input"), py::arg("other"));
+    m.def(
+        name, [name](const Tensor& a, SparseArg b) { return sparse_op(name)(a, b.obj); },
+        py::arg("input"), py::arg("other"));
+    cls.def(
+        name, [name](const Tensor& a, SparseArg b) { return sparse_op(name)(a, b.obj); },
+        py::arg("other"));
   }
   auto addmm = [](const Tensor& input, SparseArg a, py::object b, py::object beta,
                   py::object alpha) {

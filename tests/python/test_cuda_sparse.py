@@ -25,7 +25,7 @@ def run(device, dense):
     return [out.detach().cpu().numpy(), values.grad.cpu().numpy(), d.grad.cpu().numpy(),
             c.indices().cpu().numpy(), c.values().detach().cpu().numpy(),
             s.to_dense().detach().cpu().numpy(),
-            kiln.matmul(d.detach().t(), s.detach()).cpu().numpy(),
+            kiln.matmul(d.detach().t(), s.detach().t()).cpu().numpy(),
             kiln.sparse.sum(s.detach(), 0).to_dense().cpu().numpy()]
 
 

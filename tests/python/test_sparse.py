@@ -91,6 +91,9 @@ def test_to_sparse_keeps_the_nonzeros_of_a_dense_tensor():
     rows = kiln.tensor(x).to_sparse(1)
     assert rows.indices().tolist() == [[0, 1]] and rows.shape == (2, 3)
     np.testing.assert_array_equal(rows.to_dense().numpy(), x)
+    whole = kiln.tensor(x).to_sparse(0)
+    assert (whole.sparse_dim(), whole.dense_dim(), whole._nnz()) == (0, 2, 1)
+    np.testing.assert_array_equal((whole + whole).coalesce().to_dense().numpy(), 2 * x)
     np.testing.assert_array_equal(kiln.tensor(x).t().to_sparse_coo().to_dense().numpy(), x.T)
     with pytest.raises(NotImplementedError, match=r"\[to_sparse\] only the COO layout"):
         kiln.tensor(x).to_sparse(layout=kiln.sparse_csr)
@@ -313,6 +316,9 @@ def test_product_errors_name_the_op_and_the_shapes():
     with pytest.raises(RuntimeError, match=r"\[mm\] sparse matrix of shape \(3, 4\) and dense "
                                            r"matrix of shape \(5, 2\) cannot be multiplied"):
         kiln.mm(s, kiln.ones(5, 2, dtype=kiln.float64))
+    with pytest.raises(RuntimeError, match=r"\[mm\] dense matrix of shape \(2, 4\) and sparse "
+                                           r"matrix of shape \(3, 4\) cannot be multiplied"):
+        kiln.mm(kiln.ones(2, 4, dtype=kiln.float64), s)
     with pytest.raises(RuntimeError, match=r"\[mm\] expected both operands to have the same "
                                            r"dtype"):
         kiln.mm(s, kiln.ones(4, 2))
@@ -383,3 +389,20 @@ def test_a_dense_tensor_answers_the_sparse_questions_as_pytorch_does():
     for name in ("coalesce", "is_coalesced", "indices", "values", "_nnz"):
         with pytest.raises(RuntimeError, match=rf"\[Tensor.{name}\] expected a sparse COO"):
             getattr(x, name)()
+
+
+def test_junk_arguments_raise_exceptions_not_crashes():
+    s = example()
+    junk = [(), (None,), ("x",), (s, "x"), (s, None), (s, -7), (s, 7), (s, 1.5), (s, [1, 2]),
+            (kiln.ones(2, 3), s), (s, s, s, s), (kiln.ones(0),), (kiln.tensor(3),)]
+    functions = [kiln.sparse_coo_tensor, kiln.sparse.mm, kiln.sparse.addmm, kiln.sparse.sum,
+                 kiln.sparse.softmax, kiln.sparse.log_softmax, kiln.hspmm, kiln.mm, kiln.matmul,
+                 kiln.addmm]
+    methods = [getattr(s, name) for name in dir(s)
+               if not name.startswith("__") and callable(getattr(s, name))]
+    for fn in functions + methods:
+        for args in junk:
+            try:
+                fn(*args)
+            except (TypeError, ValueError, RuntimeError, IndexError, NotImplementedError):
+                pass

@@ -92,10 +92,9 @@ def _linear_strides(sizes):
 
 
 def _linear_index(indices, sizes):
-    key = None
+    key = kiln.zeros(indices.shape[1], dtype=kiln.int64, device=indices.device)
     for d, stride in enumerate(_linear_strides(sizes)):
-        term = indices[d] * stride
-        key = term if key is None else key + term
+        key = key + indices[d] * stride
     return key
 
 

@@ -5,7 +5,13 @@ import kiln
 from kiln.sparse._coo import SparseTensor, _fail, _linear_index
 
 
+def _check_sparse(op, s):
+    if not isinstance(s, SparseTensor):
+        _fail(op, f"expected a sparse COO tensor, got {type(s).__name__}", TypeError)
+
+
 def _check_matrix(op, s):
+    _check_sparse(op, s)
     if s.sparse_dim() != 2 or s.dense_dim() != 0:
         _fail(op, f"expects a 2-D sparse matrix (sparse_dim 2, dense_dim 0), got sparse_dim "
                   f"{s.sparse_dim()} and dense_dim {s.dense_dim()} (size {tuple(s.shape)})")
@@ -53,6 +59,10 @@ def mm(mat1, mat2, reduce="sum", *, _op="mm"):
     if not kiln.is_tensor(mat1) or mat1.dim() != 2:
         _fail(_op, "expected a 2-D dense Tensor as the first operand", TypeError)
     _check_matrix(_op, mat2)
+    if mat1.shape[1] != mat2.shape[0]:
+        _fail(_op, f"dense matrix of shape {tuple(mat1.shape)} and sparse matrix of shape "
+                   f"{tuple(mat2.shape)} cannot be multiplied ({mat1.shape[1]} != "
+                   f"{mat2.shape[0]})")
     # d @ s = (sᵀ @ dᵀ)ᵀ
     return _sparse_dense_mm(_op, mat2.t(), mat1.t()).t()
 
@@ -78,7 +88,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 def hspmm(mat1, mat2):
     """sparse @ dense as a hybrid sparse tensor: one dense row per nonempty row of mat1."""
-    product = mm(mat1, mat2)
+    _check_sparse("hspmm", mat1)
+    product = mm(mat1, mat2, _op="hspmm")
     rows = kiln.unique(mat1._indices()[0], sorted=True)
     return SparseTensor(rows.unsqueeze(0), product.index_select(0, rows), product.shape, True)
 
@@ -86,9 +97,13 @@ def hspmm(mat1, mat2):
 def sum(input, dim=None, dtype=None):
     """kiln.sparse.sum: a 0-d dense tensor without dim; with dim, a sparse tensor over the
     remaining sparse dims, or a dense one when every sparse dim is summed."""
+    _check_sparse("sparse.sum", input)
     values = input._values() if dtype is None else input._values().to(dtype)
     if dim is None:
         return values.sum()
+    if not isinstance(dim, (int, tuple, list)):
+        _fail("sparse.sum", f"dim must be an int or a sequence of ints, got "
+                            f"{type(dim).__name__}", TypeError)
     dims = [dim] if isinstance(dim, int) else list(dim)
     dims = sorted({input._wrap_dim(d, "sparse.sum") for d in dims})
     nsparse = input.sparse_dim()
@@ -106,6 +121,7 @@ def sum(input, dim=None, dtype=None):
 
 def _softmax(input, dim, dtype, log):
     op = "sparse.log_softmax" if log else "sparse.softmax"
+    _check_sparse(op, input)
     s = input.coalesce()
     values = s._values() if dtype is None else s._values().to(dtype)
     if not values.is_floating_point():
@@ -122,8 +138,7 @@ def _softmax(input, dim, dtype, log):
     sizes = [s.shape[k] for k in others]
     indices = s._indices().index_select(0, kiln.tensor(others, dtype=kiln.int64,
                                                        device=s.device))
-    key = _linear_index(indices, sizes) if others else kiln.zeros_like(s._indices()[0])
-    _, group = kiln.unique(key, sorted=True, return_inverse=True)
+    _, group = kiln.unique(_linear_index(indices, sizes), sorted=True, return_inverse=True)
     ngroups = int(group.max().item()) + 1 if group.numel() else 0
     shape = (ngroups,) + tuple(values.shape[1:])
     expanded = group.reshape((-1,) + (1,) * (values.dim() - 1)).expand(*values.shape)
