@@ -12,6 +12,8 @@ namespace kiln::python {
 // kiln._C._export (bind_export.cpp). Declared here rather than in bindings.h so that adding it
 // does not recompile every binding file.
 void init_export(pybind11::module_& m);
+// Sparse operands for mm/matmul/addmm (bind_sparse.cpp), after init_linalg's dense overloads.
+void init_sparse(pybind11::module_& m, TensorClass& cls);
 
 void init_errors(py::module_& m) {
   // kiln.OutOfMemoryError is a RuntimeError, as torch.OutOfMemoryError is.
@@ -51,6 +53,7 @@ PYBIND11_MODULE(_C, m) {
   init_shape(m, cls);
   init_reduce(m, cls);
   init_linalg(m, cls);
+  init_sparse(m, cls);
   init_linalg_decomp(m, cls);
   init_index(m, cls);
   init_nn(m, cls);

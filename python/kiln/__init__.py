@@ -45,6 +45,9 @@ from kiln import amp  # noqa: F401
 from kiln import special  # noqa: F401
 from kiln import accelerator  # noqa: F401
 from kiln import _legacy_types  # noqa: E402
+from kiln import _layout  # noqa: E402
+
+globals().update(_layout.LAYOUTS)  # kiln.layout, kiln.strided, kiln.sparse_coo, ...
 
 globals().update(_legacy_types.CPU)  # kiln.FloatTensor, ... (Note [Legacy tensor types])
 from kiln.amp.autocast_mode import (  # noqa: F401
@@ -143,8 +146,10 @@ def get_deterministic_debug_mode():
 # (nn, optim, cuda, amp, autograd, special) stay eager. For the same reason NumPy
 # is imported inside the functions that use it (printing, finfo, gradcheck, ...).
 _LAZY_SUBMODULES = ("distributed", "distributions", "doctor", "export", "multiprocessing",
-                    "serialization", "utils")
-_LAZY_FUNCTIONS = {"load": "kiln.serialization", "save": "kiln.serialization"}
+                    "serialization", "sparse", "utils")
+_LAZY_FUNCTIONS = {"load": "kiln.serialization", "save": "kiln.serialization",
+                   "sparse_coo_tensor": "kiln.sparse", "spmm": "kiln.sparse",
+                   "hspmm": "kiln.sparse"}
 
 
 def __getattr__(name):
