@@ -40,6 +40,20 @@ EXCLUDED_PATTERNS = [
     (r"^nested_|nested_tensor|^to_padded_tensor$", "nested (jagged) tensors are not planned"),
     (r"^(refine_names|rename_?|align_to|align_as|names|has_names)$",
      "named tensors: a PyTorch prototype that kiln does not plan"),
+    (r"^(complex(32|64|128)?|cfloat|cdouble|chalf|bcomplex32|polar|view_as_complex(_copy)?|"
+     r"view_as_real(_copy)?|ComplexType)$",
+     "complex dtypes: not planned this wave (real tensors get conj/real/imag/angle/adjoint)"),
+    (r"^(sym_[a-z_]+|Sym(Int|Float|Bool)|[A-Za-z]+Type|import_ir_module(_from_buffer)?|parse_ir|"
+     r"parse_schema|parse_type_comment|merge_type_from_type_comment|unify_type_list|fork|wait|"
+     r"Graph|Block|Value|Use|Code|CompilationUnit|FileCheck|FunctionSchema|Argument|"
+     r"ArgumentSpec|CompleteArgumentSpec|GraphExecutorState|ExecutionPlan|Gradient|"
+     r"Script(Class|ClassFunction|Dict|DictIterator|DictKeyIterator|List|ListIterator|Method|"
+     r"Object|ObjectProperty|ModuleSerializer)|ConcreteModuleType(Builder)?|"
+     r"LiteScriptModule|AliasDb|IODescriptor|TracingState|ErrorReport|JITException|"
+     r"StaticModule|DeserializationStorageContext|SerializationStorageContext)$",
+     "TorchScript/JIT internals and symbolic shapes: kiln has no TorchScript (kiln.compile runs "
+     "eagerly) and no symbolic tracing"),
+    (r"_quantized$|fake_quant", "quantized tensors: kiln has no quantized dtypes or kernels"),
 ]
 
 # Single names kiln leaves out on purpose, per namespace: name -> reason.

@@ -43,7 +43,7 @@ def angle(input):
     the default float dtype. The gradient is zero where defined, as in PyTorch."""
     _real_only(input, "angle")
     x = input if input.is_floating_point() else input.to(_C.get_default_dtype())
-    constant = _C.where(x < 0, math.pi, 0.0).to(x.dtype)
+    constant = _C.where(x < 0, _C.full_like(x, math.pi), _C.zeros_like(x))
     return _C.where(x != x, x, constant)  # NaN stays NaN; the gradient is zero elsewhere
 
 

@@ -8,6 +8,7 @@ at least the bit width gives 0 (or -1 for a negative value shifted right).
 
 from kiln import _C
 from kiln._C import Tensor
+from kiln.functional import broadcast_tensors
 
 __all__ = ["gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift"]
 
@@ -23,7 +24,7 @@ def _integer_operands(op, input, other):
     if name not in _BITS:
         raise NotImplementedError(f"[{op}] not implemented for '{name}': expected integer "
                                   "tensors")
-    a, b = _C.broadcast_tensors(input.to(dtype), other.to(dtype))
+    a, b = broadcast_tensors(input.to(dtype), other.to(dtype))
     return a, b, _BITS[name]
 
 

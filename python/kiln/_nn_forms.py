@@ -19,8 +19,12 @@ __all__ = [
     "native_channel_shuffle", "native_dropout", "native_layer_norm", "poisson_nll_loss",
     "rms_norm", "triplet_margin_loss", "alpha_dropout_", "feature_alpha_dropout_",
     "feature_dropout", "feature_dropout_", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell",
-    "gru_cell",
+    "gru_cell", "convolution", "grid_sampler", "affine_grid_generator", "native_group_norm",
+    "norm_except_dim",
 ]
+
+_GRID_MODES = ("bilinear", "nearest", "bicubic")
+_GRID_PADDING = ("zeros", "border", "reflection")
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -250,3 +254,45 @@ def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     r, z = _C.sigmoid(ir + hr), _C.sigmoid(iz + hz)
     n = _C.tanh(in_ + r * hn)
     return (1 - z) * n + z * hx
+
+
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                groups):
+    """ATen's one convolution entry point: conv{1,2,3}d or conv_transpose{1,2,3}d by the
+    input's spatial rank."""
+    F = _F()
+    rank = input.dim() - 2
+    if rank not in (1, 2, 3):
+        raise RuntimeError(f"[convolution] expected a 3-D, 4-D or 5-D input, got "
+                           f"{input.dim()}-D")
+    if transposed:
+        conv = getattr(F, f"conv_transpose{rank}d")
+        return conv(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    return getattr(F, f"conv{rank}d")(input, weight, bias, stride, padding, dilation, groups)
+
+
+def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """F.grid_sample with ATen's integer modes (0 bilinear, 1 nearest, 2 bicubic; padding
+    0 zeros, 1 border, 2 reflection)."""
+    return _F().grid_sample(input, grid, _GRID_MODES[interpolation_mode],
+                            _GRID_PADDING[padding_mode], align_corners)
+
+
+def affine_grid_generator(theta, size, align_corners):
+    return _F().affine_grid(theta, list(size), align_corners)
+
+
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """(output, mean, rstd), the statistics shaped [N, group]."""
+    grouped = input.reshape(N, group, -1)
+    mean, rstd = _stats(grouped, (2,), eps)
+    return (group_norm(input, group, weight, bias, eps), mean.reshape(N, group),
+            rstd.reshape(N, group))
+
+
+def norm_except_dim(v, pow=2, dim=0):
+    """The pow-norm of v over every dim but dim, kept broadcastable (weight norm's g)."""
+    if dim == -1:
+        return _C.linalg.vector_norm(v, pow)
+    others = tuple(d for d in range(v.dim()) if d != dim)
+    return _C.linalg.vector_norm(v, pow, others, keepdim=True)

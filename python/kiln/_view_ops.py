@@ -129,7 +129,15 @@ def _broadcast_to(self, size):
 
 
 __all__ = [name + "_copy" for name in _COPIED_VIEWS] + [
-    "select_scatter", "slice_scatter", "diagonal_scatter", "as_strided_scatter", "narrow_copy"]
+    "select_scatter", "slice_scatter", "diagonal_scatter", "as_strided_scatter", "narrow_copy",
+    "split_with_sizes", "unsafe_split_with_sizes"]
+
+
+def split_with_sizes(input, split_sizes, dim=0):
+    return input.split_with_sizes(split_sizes, dim)
+
+
+unsafe_split_with_sizes = split_with_sizes  # kiln's splits are views either way
 
 for _name in _COPIED_VIEWS:
     globals()[_name + "_copy"] = _copy_of(_name)
@@ -139,6 +147,7 @@ def install():
     for name in ("select_scatter", "slice_scatter", "diagonal_scatter", "as_strided_scatter",
                  "narrow_copy"):
         setattr(Tensor, name, globals()[name])
+    Tensor.unsafe_split_with_sizes = split_with_sizes
     Tensor.sum_to_size = _sum_to_size
     Tensor.fill_diagonal_ = _fill_diagonal_
     Tensor.new_empty_strided = _new_empty_strided
