@@ -125,7 +125,7 @@ def _is_set_to(self, tensor):
 def _dim_order(self, *, ambiguity_check=False):
     """Dims from outermost to innermost in memory (by stride, ties in dim order)."""
     strides = self.stride()
-    order = sorted(range(self.dim()), key=lambda d: -strides[d])
+    order = sorted(_builtins.range(self.dim()), key=lambda d: -strides[d])
     if ambiguity_check and len(set(strides)) != len(strides):
         raise RuntimeError("[dim_order] The tensor does not have unique dim order, or cannot "
                            "map to a single dim order")
