@@ -255,3 +255,35 @@ def test_against_torch():
             == torch.bitwise_right_shift(torch.tensor(x), torch.tensor(sh)).tolist())
     assert (kiln.bitwise_left_shift(kiln.tensor(x), kiln.tensor(sh)).tolist()
             == torch.bitwise_left_shift(torch.tensor(x), torch.tensor(sh)).tolist())
+
+
+def test_igamma_igammac_values_edges_and_gradient():
+    from math import exp, factorial
+    a = kiln.tensor([2.0, 3.0, 0.0, -1.0, 2.0, 3.0], dtype=kiln.float64)
+    x = kiln.tensor([1.0, 10.0, 1.0, 1.0, math.inf, 0.0], dtype=kiln.float64)
+    # P(n, x) = 1 - e^-x sum_{k<n} x^k / k! for integer n.
+    p2 = 1 - exp(-1) * (1 + 1)
+    p3 = 1 - exp(-10) * (1 + 10 + 100 / 2)
+    assert_close(kiln.igamma(a, x), [p2, p3, 1.0, np.nan, 1.0, 0.0])
+    assert_close(a.igammac(x), [1 - p2, exp(-10) * 61, 0.0, np.nan, 0.0, 1.0], rtol=1e-9)
+    assert_close(kiln.special.gammaincc(a[:2], x[:2]), [1 - p2, exp(-10) * 61], rtol=1e-9)
+    with pytest.raises(NotImplementedError, match=r"\[igamma\]"):
+        kiln.igamma(kiln.tensor([1, 2]), kiln.tensor([1, 2]))
+    a0 = kiln.tensor([0.5, 2.0, 7.0], dtype=kiln.float64)
+    gradcheck(lambda t: kiln.igamma(a0, t), [0.3, 1.5, 9.0])
+    gradcheck(lambda t: kiln.igammac(a0, t), [0.3, 1.5, 9.0])
+    with pytest.raises(NotImplementedError, match="derivative for 'igamma: input'"):
+        kiln.igamma(kiln.tensor([2.0], requires_grad=True), kiln.tensor([1.0])).sum().backward()
+    y = kiln.tensor([2.0, 3.0], dtype=kiln.float64)
+    y.igamma_(kiln.tensor([1.0, 10.0], dtype=kiln.float64))
+    assert_close(y, [p2, p3])
+
+
+def test_igamma_against_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([0.5, 2.0, 3.0, 50.0, 50.0, 1e-3, 200.0])
+    x = np.array([1.0, 0.5, 10.0, 45.0, 60.0, 2.0, 230.0])
+    for name in ("igamma", "igammac"):
+        np.testing.assert_allclose(getattr(kiln, name)(kiln.tensor(a), kiln.tensor(x)).numpy(),
+                                   getattr(torch, name)(torch.tensor(a), torch.tensor(x)).numpy(),
+                                   rtol=1e-8)
