@@ -20,7 +20,7 @@ __all__ = [
     "rms_norm", "triplet_margin_loss", "alpha_dropout_", "feature_alpha_dropout_",
     "feature_dropout", "feature_dropout_", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell",
     "gru_cell", "convolution", "grid_sampler", "affine_grid_generator", "native_group_norm",
-    "norm_except_dim",
+    "norm_except_dim", "grid_sampler_2d", "grid_sampler_3d", "embedding_renorm_",
 ]
 
 _GRID_MODES = ("bilinear", "nearest", "bicubic")
@@ -276,6 +276,23 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     0 zeros, 1 border, 2 reflection)."""
     return _F().grid_sample(input, grid, _GRID_MODES[interpolation_mode],
                             _GRID_PADDING[padding_mode], align_corners)
+
+
+grid_sampler_2d = grid_sampler_3d = grid_sampler
+
+
+def embedding_renorm_(weight, indices, max_norm, norm_type):
+    """Rescales, in place and without gradient, the rows of weight that indices names whose
+    norm_type-norm exceeds max_norm (what F.embedding(max_norm=...) does first)."""
+    from kiln.autograd.grad_mode import no_grad
+
+    rows = indices.reshape(-1).unique()
+    with no_grad():
+        selected = weight.index_select(0, rows)
+        norms = _C.linalg.vector_norm(selected, norm_type, (1,), keepdim=True)
+        scale = _C.where(norms > max_norm, max_norm / (norms + 1e-7), _C.ones_like(norms))
+        weight.index_copy_(0, rows, selected * scale)
+    return weight
 
 
 def affine_grid_generator(theta, size, align_corners):

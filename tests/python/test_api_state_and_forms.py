@@ -228,3 +228,32 @@ def test_against_torch():
         torch.margin_ranking_loss(torch.tensor(x1), torch.tensor(x2), torch.tensor(y), 0.1,
                                   2).item())
     assert kiln.typename(kiln.ones(1)).split(".")[1] == torch.typename(torch.ones(1)).split(".")[1]
+
+
+@pytest.mark.parametrize("kind, module", [("lstm", kiln.nn.LSTM), ("gru", kiln.nn.GRU),
+                                          ("rnn_tanh", kiln.nn.RNN)])
+def test_sequence_rnn_forms_match_the_modules(kind, module):
+    m = module(3, 4, num_layers=2, bidirectional=True, batch_first=True).double()
+    params = []
+    for layer in range(2):
+        for suffix in ("", "_reverse"):
+            params += [getattr(m, f"{n}_l{layer}{suffix}") for n in
+                       ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    x, h, c = kiln.tensor(rand(2, 5, 3)), kiln.tensor(rand(4, 2, 4)), kiln.tensor(rand(4, 2, 4))
+    if kind == "lstm":
+        out, hn, cn = kiln.lstm(x, (h, c), params, True, 2, 0.0, False, True, True)
+        e_out, (e_h, e_c) = m(x, (h, c))
+        assert_close(cn, e_c.detach().numpy())
+    else:
+        out, hn = getattr(kiln, kind)(x, h, params, True, 2, 0.0, False, True, True)
+        e_out, e_h = m(x, h)
+    assert_close(out, e_out.detach().numpy())
+    assert_close(hn, e_h.detach().numpy())
+    with pytest.raises(RuntimeError, match="parameter tensors"):
+        kiln.gru(x, h, params[:3], True, 2, 0.0, False, True, True)
+
+
+def test_embedding_renorm_rescales_named_rows_only():
+    w = kiln.tensor([[3.0, 4.0], [1.0, 0.0], [6.0, 8.0]], dtype=kiln.float64)
+    assert kiln.embedding_renorm_(w, kiln.tensor([0, 2]), 1.0, 2.0) is w
+    assert_close(w, [[0.6, 0.8], [1.0, 0.0], [0.6, 0.8]], atol=1e-6)
