@@ -98,3 +98,40 @@ def test_sampling_edges_seeding_and_errors():
         kiln.poisson(kiln.tensor([-1.0]))
     with pytest.raises(RuntimeError, match=r"\[0, 1\]"):
         kiln.binomial(kiln.tensor([3.0]), kiln.tensor([1.5]))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+def test_geqrf_matches_lapack_raw_qr(shape):
+    a = rand(*shape)
+    h, tau = np.linalg.qr(a, mode="raw")  # LAPACK's dgeqrf output, h transposed
+    got_a, got_tau = kiln.geqrf(kiln.tensor(a))
+    assert_close(got_a, h.T, atol=1e-12)
+    assert_close(got_tau, tau, atol=1e-12)
+
+
+def test_orgqr_ormqr_rebuild_q_and_differentiate():
+    a = rand(2, 5, 3)
+    h, tau = kiln.geqrf(kiln.tensor(a))
+    q = kiln.linalg.householder_product(h, tau)
+    r = h.triu()[..., :3, :]
+    assert_close(q @ r, a, atol=1e-12)
+    assert_close(q.transpose(-2, -1) @ q, np.broadcast_to(np.eye(3), (2, 3, 3)), atol=1e-12)
+    other = rand(2, 5, 2)
+    full_q = h.ormqr(tau, kiln.tensor(np.broadcast_to(np.eye(5), (2, 5, 5)).copy()))
+    assert_close(h.ormqr(tau, kiln.tensor(other), True, True),
+                 np.swapaxes(full_q.numpy(), -1, -2) @ other, atol=1e-12)
+    assert_close(kiln.ormqr(h, tau, kiln.tensor(other.swapaxes(-1, -2)), False),
+                 other.swapaxes(-1, -2) @ full_q.numpy(), atol=1e-12)
+    gradcheck(lambda m: kiln.linalg.householder_product(*kiln.geqrf(m)), rand(4, 3))
+    with pytest.raises(RuntimeError, match="greater than or equal"):
+        kiln.orgqr(kiln.ones(2, 3), kiln.ones(2))
+
+
+def test_householder_against_torch():
+    torch = pytest.importorskip("torch")
+    a = rand(3, 4, 4)
+    h, tau = kiln.geqrf(kiln.tensor(a))
+    th, ttau = torch.geqrf(torch.tensor(a))
+    np.testing.assert_allclose(h.numpy(), th.numpy(), atol=1e-12)
+    np.testing.assert_allclose(kiln.orgqr(h, tau).numpy(), torch.orgqr(th, ttau).numpy(),
+                               atol=1e-12)
