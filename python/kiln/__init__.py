@@ -87,15 +87,14 @@ OutOfMemoryError = _C.OutOfMemoryError
 # small modules, one family each; each installs its Tensor methods and exports its
 # top-level functions here. None imports NumPy or a heavy module at import time.
 from kiln import (  # noqa: E402
-    _aliases, _conj, _control_flow, _discrete_sampling, _float_decomposition, _householder, _global_state, _incomplete_gamma,
-    _inplace, _integer_ops, _lu,
-    _linalg_ops, _nn_forms, _random_fills, _rnn_forms, _scans, _sorting, _tensor_api, _view_ops,
-    _windows,
+    _aliases, _conj, _control_flow, _discrete_sampling, _float_decomposition, _global_state,
+    _householder, _incomplete_gamma, _inplace, _integer_ops, _linalg_ops, _lu, _nn_forms,
+    _random_fills, _rnn_forms, _scans, _sorting, _spectral, _tensor_api, _view_ops, _windows,
 )
 
-for _module in (_conj, _control_flow, _discrete_sampling, _float_decomposition, _householder, _global_state, _incomplete_gamma,
-                _integer_ops, _linalg_ops, _lu,
-                _nn_forms, _rnn_forms, _scans, _sorting, _tensor_api, _view_ops, _windows):
+for _module in (_conj, _control_flow, _discrete_sampling, _float_decomposition, _global_state,
+                _householder, _incomplete_gamma, _integer_ops, _linalg_ops, _lu, _nn_forms,
+                _rnn_forms, _scans, _sorting, _spectral, _tensor_api, _view_ops, _windows):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
     if hasattr(_module, "install"):
         _module.install()

@@ -287,3 +287,35 @@ def test_igamma_against_torch():
         np.testing.assert_allclose(getattr(kiln, name)(kiln.tensor(a), kiln.tensor(x)).numpy(),
                                    getattr(torch, name)(torch.tensor(a), torch.tensor(x)).numpy(),
                                    rtol=1e-8)
+
+
+def test_stft_real_format_matches_numpy_fft():
+    x = rand(2, 40)
+    window = np.hanning(8)
+    got = kiln.stft(kiln.tensor(x), 8, hop_length=4, window=kiln.tensor(window), center=False,
+                    return_complex=False)
+    frames = np.stack([x[:, i:i + 8] for i in range(0, 33, 4)], 1) * window
+    expected = np.fft.rfft(frames, axis=-1).transpose(0, 2, 1)
+    assert_close(got, np.stack([expected.real, expected.imag], -1), atol=1e-12)
+    centered = kiln.stft(kiln.tensor(x[0]), 8, window=kiln.ones(8, dtype=kiln.float64),
+                         return_complex=False)
+    padded = np.pad(x[0], 4, mode="reflect")
+    first = np.fft.rfft(padded[:8])
+    assert_close(centered[:, 0], np.stack([first.real, first.imag], -1), atol=1e-12)
+    gradcheck(lambda t: kiln.stft(t, 4, window=kiln.ones(4, dtype=kiln.float64),
+                                  return_complex=False), rand(12))
+    with pytest.raises(RuntimeError, match="return_complex"):
+        kiln.stft(kiln.tensor(x), 8)
+    with pytest.raises(NotImplementedError, match="complex"):
+        kiln.stft(kiln.tensor(x), 8, return_complex=True)
+
+
+def test_stft_against_torch():
+    torch = pytest.importorskip("torch")
+    x = rand(37)
+    window = kiln.hann_window(12, dtype=kiln.float64)
+    got = kiln.stft(kiln.tensor(x), 16, hop_length=5, window=window, win_length=12, normalized=True, return_complex=False)
+    ref = torch.stft(torch.tensor(x), 16, hop_length=5,
+                     window=torch.hann_window(12, dtype=torch.float64), win_length=12,
+                     normalized=True, return_complex=False)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=1e-12)
