@@ -198,6 +198,20 @@ def _index(self, indices):
     return self[tuple(slice(None) if i is None else i for i in indices)]
 
 
+def _as_subclass(self, cls):
+    """A cls instance over self's memory (cls must subclass kiln.Tensor). The new object
+    is a fresh leaf, so a tensor in the autograd graph is refused rather than cut off."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"[as_subclass] cls must be a subclass of kiln.Tensor, got {cls!r}")
+    if self.requires_grad and _C.is_grad_enabled():
+        raise NotImplementedError("[as_subclass] kiln cannot move a tensor that requires grad "
+                                  "to a subclass while keeping its graph; call it on "
+                                  "tensor.detach() (or under kiln.no_grad()) instead")
+    result = Tensor.__new__(cls)
+    Tensor.__init__(result, self)
+    return result
+
+
 def _module_load(self, other, assign=False):
     """What load_state_dict copies into self: other itself (PyTorch's default)."""
     return other
@@ -209,7 +223,7 @@ _METHODS = {
     "is_nonzero": _is_nonzero, "is_same_size": _is_same_size, "is_set_to": _is_set_to,
     "dim_order": _dim_order, "resize_": _resize_, "resize_as_": _resize_as_,
     "resize": _resize, "resize_as": _resize_as, "set_": _set_, "index": _index,
-    "module_load": _module_load,
+    "module_load": _module_load, "as_subclass": _as_subclass,
     "is_distributed": lambda self: False,
     "const_data_ptr": lambda self: self.data_ptr(),
     "hardshrink": lambda self, lambd=0.5: _F().hardshrink(self, lambd),
@@ -243,8 +257,10 @@ def is_distributed(input):
 
 
 def is_storage(obj):
-    """kiln exposes no storage objects (legacy typed storages are left out)."""
-    return False
+    """Whether obj is a storage handle (Tensor.untyped_storage() / storage())."""
+    from kiln._storage import UntypedStorage
+
+    return isinstance(obj, UntypedStorage)
 
 
 def get_device(input):

@@ -257,3 +257,40 @@ def test_embedding_renorm_rescales_named_rows_only():
     w = kiln.tensor([[3.0, 4.0], [1.0, 0.0], [6.0, 8.0]], dtype=kiln.float64)
     assert kiln.embedding_renorm_(w, kiln.tensor([0, 2]), 1.0, 2.0) is w
     assert_close(w, [[0.6, 0.8], [1.0, 0.0], [0.6, 0.8]], atol=1e-6)
+
+
+def test_storage_handles_see_shared_memory():
+    x = kiln.arange(6.0)
+    view = x[2:].view(2, 2)
+    s = x.untyped_storage()
+    assert s.data_ptr() == view.untyped_storage().data_ptr() == x.data_ptr()
+    assert s.nbytes() == 24 and view.untyped_storage().nbytes() == 24 and len(s) == 24
+    assert s.device == kiln.device("cpu") and kiln.is_storage(s)
+    assert s != x.clone().untyped_storage()
+    with pytest.warns(UserWarning, match="TypedStorage is deprecated"):
+        typed = view.storage()
+    assert typed.size() == 6 and typed.dtype == kiln.float32 and typed.element_size() == 4
+    assert not kiln.is_storage(x)
+
+
+def test_output_nr_names_the_output_slot():
+    x = kiln.ones(4, requires_grad=True)
+    a, b = (x * 2).split(2)
+    assert x.output_nr == 0 and (a.output_nr, b.output_nr) == (0, 1)
+    values, indices = (x * 1).sort()
+    assert values.output_nr == 0
+
+
+def test_as_subclass_aliases_memory():
+    class Tagged(kiln.Tensor):
+        pass
+
+    x = kiln.arange(3.0)
+    t = x.as_subclass(Tagged)
+    assert type(t) is Tagged and t.data_ptr() == x.data_ptr()
+    x.add_(1)
+    assert t.tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="subclass"):
+        x.as_subclass(int)
+    with pytest.raises(NotImplementedError, match="detach"):
+        kiln.ones(2, requires_grad=True).as_subclass(Tagged)
