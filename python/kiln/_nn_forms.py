@@ -209,8 +209,11 @@ def native_dropout(input, p, train):
 
 
 def feature_dropout(input, p, train):
-    return _F().dropout1d(input, p, train) if input.dim() in (2, 3) \
-        else _F().dropout2d(input, p, train) if input.dim() == 4 else _F().dropout3d(input, p, train)
+    """Drops whole channels: dropout1d for [C, L] / [N, C, L], dropout2d / dropout3d above."""
+    F = _F()
+    if input.dim() in (2, 3):
+        return F.dropout1d(input, p, train)
+    return F.dropout2d(input, p, train) if input.dim() == 4 else F.dropout3d(input, p, train)
 
 
 def feature_dropout_(input, p, train):

@@ -294,3 +294,24 @@ def test_as_subclass_aliases_memory():
         x.as_subclass(int)
     with pytest.raises(NotImplementedError, match="detach"):
         kiln.ones(2, requires_grad=True).as_subclass(Tagged)
+
+
+def test_more_aten_forms_agree_with_functional():
+    x = kiln.tensor(rand(2, 3, 8))
+    assert_close(kiln.constant_pad_nd(x, (1, 2), 0.5), F.pad(x, (1, 2), value=0.5).numpy())
+    values, indices = kiln.adaptive_max_pool1d(x, 4)
+    e_values, e_indices = F.adaptive_max_pool1d(x, 4, return_indices=True)
+    assert_close(values, e_values.numpy()) and indices.tolist() == e_indices.tolist()
+    assert_close(kiln.avg_pool1d(x, 2), F.avg_pool1d(x, 2).numpy())
+    a, b, w = kiln.tensor(rand(4, 3)), kiln.tensor(rand(4, 2)), kiln.tensor(rand(5, 3, 2))
+    assert_close(kiln.bilinear(a, b, w), F.bilinear(a, b, w).numpy())
+    logits, target = kiln.tensor(rand(6)), kiln.tensor((rand(6) > 0).astype(np.float64))
+    assert_close(kiln.binary_cross_entropy_with_logits(logits, target, None, None, 2),
+                 F.binary_cross_entropy_with_logits(logits, target, reduction="sum").numpy())
+    out, mask = kiln.native_dropout(kiln.ones(1000, dtype=kiln.float64), 0.25, True)
+    assert mask.dtype == kiln.bool
+    assert_close(out, np.where(mask.numpy(), 1 / 0.75, 0.0))
+    same, keep = kiln.native_dropout(x, 0.5, False)
+    assert_close(same, x.numpy()) and bool(keep.all())
+    dropped = kiln.feature_dropout(kiln.ones(2, 50, 4, dtype=kiln.float64), 0.5, True).numpy()
+    assert all(len(set(row)) == 1 for row in dropped.reshape(100, 4))  # whole channels
