@@ -214,6 +214,7 @@ void init_autograd(py::module_& m, TensorClass& cls) {
            py::arg("requires_grad") = true)
       .def_property_readonly("is_leaf", [](const Tensor& t) { return t.is_leaf(); })
       .def_property_readonly("grad_fn", [](const Tensor& t) { return t.grad_fn(); })
+      .def_property_readonly("output_nr", [](const Tensor& t) { return t.output_nr(); })
       .def_property(
           "grad", [](const Tensor& t) { return t.grad(); },
           [](const Tensor& t, py::object g) {

@@ -70,5 +70,6 @@ PYBIND11_MODULE(_C, m) {
   init_build_info(m);
   init_dlpack(m, cls);
   init_export(m);
+  init_inplace(m);
   init_numpy_aliases(m, cls);
 }

@@ -134,6 +134,12 @@ void init_tensor(py::module_& m, TensorClass& cls) {
       .def_property_readonly("_version", [](const Tensor& t) { return t.version(); })
       .def_property_readonly("itemsize", [](const Tensor& t) { return t.itemsize(); })
       .def_property_readonly("nbytes", [](const Tensor& t) { return t.itemsize() * t.numel(); })
+      // The whole storage under a view (kiln/_storage.py's UntypedStorage).
+      .def("_storage_nbytes", [](const Tensor& t) { return t.storage() ? t.storage()->nbytes : 0; })
+      .def("_storage_ptr",
+           [](const Tensor& t) {
+             return reinterpret_cast<uintptr_t>(t.storage() ? t.storage()->data.get() : nullptr);
+           })
       .def("dim", [](const Tensor& t) { return t.dim(); })
       .def("ndimension", [](const Tensor& t) { return t.dim(); })
       .def("numel", [](const Tensor& t) { return t.numel(); })

@@ -45,6 +45,8 @@ void init_distributed(pybind11::module_& m);
 void init_build_info(pybind11::module_& m);
 // Tensor.__dlpack__ / __dlpack_device__, kiln.from_dlpack, kiln.to_dlpack.
 void init_dlpack(pybind11::module_& m, TensorClass& cls);
+// _assign_inplace / _set_view_metadata for the Python-built in-place ops (bind_inplace.cpp).
+void init_inplace(pybind11::module_& m);
 // Last: axis=/keepdims= accepted wherever dim=/keepdim= are (Note [NumPy keyword aliases]).
 void init_numpy_aliases(pybind11::module_& m, TensorClass& cls);
 

@@ -30,7 +30,8 @@ NAMESPACES = [
     "torch.accelerator",
 ]
 
-# Names kiln leaves out on purpose, by pattern over the bare name: (regex, reason).
+# Names kiln leaves out on purpose, by pattern over the bare name: (regex, reason), or
+# (regex, reason, namespaces) for a pattern that only applies in those namespaces.
 EXCLUDED_PATTERNS = [
     (r"^(q_|quantize|quantized|dequantize|fake_quantize|fbgemm_|qscheme|int_repr|quint|qint|"
      r"per_tensor_|per_channel_|choose_qparams)|_quantized_|quantized_",
@@ -40,6 +41,21 @@ EXCLUDED_PATTERNS = [
     (r"^nested_|nested_tensor|^to_padded_tensor$", "nested (jagged) tensors are not planned"),
     (r"^(refine_names|rename_?|align_to|align_as|names|has_names)$",
      "named tensors: a PyTorch prototype that kiln does not plan"),
+    (r"^(complex(32|64|128)?|cfloat|cdouble|chalf|bcomplex32|polar|view_as_complex(_copy)?|"
+     r"view_as_real(_copy)?|ComplexType)$",
+     "complex dtypes: not planned this wave (real tensors get conj/real/imag/angle/adjoint)",
+     ("torch", "torch.Tensor")),
+    (r"^(sym_[a-z_]+|Sym(Int|Float|Bool)|[A-Za-z]+Type|import_ir_module(_from_buffer)?|parse_ir|"
+     r"parse_schema|parse_type_comment|merge_type_from_type_comment|unify_type_list|fork|wait|"
+     r"Graph|Block|Value|Use|Code|CompilationUnit|FileCheck|FunctionSchema|Argument|"
+     r"ArgumentSpec|CompleteArgumentSpec|GraphExecutorState|ExecutionPlan|Gradient|"
+     r"Script(Class|ClassFunction|Dict|DictIterator|DictKeyIterator|List|ListIterator|Method|"
+     r"Object|ObjectProperty|ModuleSerializer)|ConcreteModuleType(Builder)?|"
+     r"LiteScriptModule|AliasDb|IODescriptor|TracingState|ErrorReport|JITException|"
+     r"StaticModule|DeserializationStorageContext|SerializationStorageContext)$",
+     "TorchScript/JIT internals and symbolic shapes: kiln has no TorchScript (kiln.compile runs "
+     "eagerly) and no symbolic tracing", ("torch",)),
+    (r"_quantized$|fake_quant", "quantized tensors: kiln has no quantized dtypes or kernels"),
 ]
 
 # Single names kiln leaves out on purpose, per namespace: name -> reason.
@@ -75,7 +91,9 @@ def exclusion_reason(namespace, name):
     explicit = EXCLUDED_NAMES.get(namespace, {})
     if name in explicit:
         return explicit[name]
-    for pattern, reason in EXCLUDED_PATTERNS:
+    for pattern, reason, *where in EXCLUDED_PATTERNS:
+        if where and namespace not in where[0]:
+            continue
         if re.search(pattern, name):
             if name.startswith("is_") and "quant" not in name:
                 return None  # device predicates (Tensor.is_xpu, ...) are API kiln provides
@@ -165,8 +183,9 @@ def table(rows):
 
 def exclusions_text():
     lines = ["Patterns (over the bare name):", ""]
-    for pattern, reason in EXCLUDED_PATTERNS:
-        lines.append(f"- `{pattern}`: {reason}")
+    for pattern, reason, *where in EXCLUDED_PATTERNS:
+        scope = f" (in {', '.join(f'`{ns}`' for ns in where[0])})" if where else ""
+        lines.append(f"- `{pattern}`{scope}: {reason}")
     lines += ["", "Single names:", ""]
     for ns, names in EXCLUDED_NAMES.items():
         for name, reason in names.items():

@@ -7,6 +7,7 @@ managers, nn, optim, data utilities).
 
 import builtins as _builtins
 import importlib as _importlib
+import math as _math
 
 try:
     from kiln import _C
@@ -84,6 +85,30 @@ from kiln.nn.functional import (  # noqa: F401
 )
 
 OutOfMemoryError = _C.OutOfMemoryError
+
+# Note [PyTorch API modules]: the rest of torch's and torch.Tensor's API lives in
+# small modules, one family each; each installs its Tensor methods and exports its
+# top-level functions here. None imports NumPy or a heavy module at import time.
+from kiln import (  # noqa: E402
+    _aliases, _conj, _control_flow, _discrete_sampling, _float_decomposition, _global_state,
+    _householder, _incomplete_gamma, _inplace, _integer_ops, _linalg_ops, _lu, _nn_forms,
+    _random_fills, _rnn_forms, _scans, _sorting, _spectral, _storage, _tensor_api, _view_ops,
+    _windows,
+)
+
+for _module in (_conj, _control_flow, _discrete_sampling, _float_decomposition, _global_state,
+                _householder, _incomplete_gamma, _integer_ops, _linalg_ops, _lu, _nn_forms,
+                _rnn_forms, _scans, _sorting, _spectral, _storage, _tensor_api, _view_ops,
+                _windows):
+    globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
+    if hasattr(_module, "install"):
+        _module.install()
+_random_fills.install()
+_aliases.install(globals())
+globals().update(_inplace.install())
+del _module
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+newaxis = None
 is_grad_enabled = _C.is_grad_enabled
 
 from kiln import __config__, version  # noqa: F401,E402

@@ -33,7 +33,22 @@ softmax = _C.softmax
 logsumexp = _C.logsumexp
 round = _C.round
 
+
+
+def gammainc(input, other):
+    return _C.Tensor.igamma(input, other)  # kiln/_incomplete_gamma.py, installed by kiln
+
+
+def gammaincc(input, other):
+    return _C.Tensor.igammac(input, other)
+
+
+def multigammaln(input, p):
+    return _C.Tensor.mvlgamma(input, p)
+
+
 __all__ = [
+    "gammainc", "gammaincc", "multigammaln",
     "digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "i0",
     "i1", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "ndtr", "ndtri",
     "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy",

@@ -2,8 +2,16 @@
 over the C++ thread-local grad mode."""
 
 import functools
+import threading
 
 from kiln import _C
+
+# Whether an inference_mode(True) block is active on this thread (is_inference_mode_enabled).
+_inference = threading.local()
+
+
+def is_inference_mode_enabled():
+    return getattr(_inference, "enabled", False)
 
 
 class _GradModeContext:
@@ -51,6 +59,15 @@ class inference_mode(_GradModeContext):
 
     def __init__(self, mode=True):
         self._enabled = not mode
+
+    def __enter__(self):
+        self._prev_inference = is_inference_mode_enabled()
+        _inference.enabled = not self._enabled
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _inference.enabled = self._prev_inference
+        return super().__exit__(*exc)
 
     def __call__(self, fn):
         mode = not self._enabled
