@@ -1,5 +1,5 @@
 """The rest of torch.Tensor's and torch's small API, off the per-op path: legacy and
-predicate methods, Python-callable maps, resizing, layouts, and the methods PyTorch
+predicate methods, Python-callable maps, resizing, and the methods PyTorch
 removed but still names (they raise PyTorch's error, pointing to the replacement).
 """
 
@@ -11,20 +11,6 @@ from kiln import _C
 from kiln._C import Tensor
 
 
-class layout:
-    """A tensor's memory layout; kiln tensors are all ``kiln.strided``."""
-
-    def __init__(self, name):
-        self._name = name
-
-    def __repr__(self):
-        return f"kiln.{self._name}"
-
-    def __reduce__(self):
-        return self._name
-
-
-strided = layout("strided")
 
 
 def _removed(name, hint):
@@ -232,7 +218,7 @@ _METHODS = {
 
 # Read-only attributes.
 _PROPERTIES = {
-    "volatile": _volatile, "name": lambda self: None, "layout": lambda self: strided,
+    "volatile": _volatile, "name": lambda self: None,
     "grad_dtype": lambda self: self.dtype,
 }
 
@@ -353,7 +339,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     return result.requires_grad_(True) if requires_grad else result
 
 
-__all__ = ["layout", "strided", "is_nonzero", "is_same_size", "is_distributed", "is_storage",
+__all__ = ["is_nonzero", "is_same_size", "is_distributed", "is_storage",
            "get_device", "typename", "rsub", "range", "asarray", "frombuffer",
            "empty_permuted"]
 
