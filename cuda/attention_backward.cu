@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "cuda/attention.h"
 #include "cuda/attention_tile.cuh"
 #include "cuda/check.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
-#include "ops/creation.h"
 
 namespace kiln::cuda {
 
@@ -419,8 +419,8 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   // only by work queued after this op's kernels. A contiguous float32 dq is laid out as the
   // dq scratch is: it accumulates in place, with the scale folded into dS.
   const bool dq_in_place = dtype == DType::Float32 && dq.is_contiguous();
-  Tensor di = empty({q_rows}, DType::Float32, device);
-  Tensor dq_acc = dq_in_place ? dq : empty({q_rows * in.d}, DType::Float32, device);
+  Tensor di = make_tensor({q_rows}, DType::Float32, device);
+  Tensor dq_acc = dq_in_place ? dq : make_tensor({q_rows * in.d}, DType::Float32, device);
   a.di = di.data<float>();
   a.dq_acc = dq_acc.data<float>();
   a.ds_scale = dq_in_place ? in.scale : 1.0f;

@@ -75,11 +75,11 @@
 
 #include "core/determinism.h"
 #include "core/error.h"
+#include "core/tensor.h"
 #include "cuda/cudnn_api.h"
 #include "cuda/capture.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
-#include "ops/creation.h"
 #include "ops/philox_capture.h"
 #pragma GCC visibility pop
 
@@ -463,7 +463,7 @@ std::shared_ptr<Entry> graph_for(const Problem& p) {
 // attention]), written by fill kernels on the current stream.
 std::pair<Tensor, Tensor> rng_tensors(const PhiloxState& rng, int device) {
   const Device d(DeviceType::CUDA, device);
-  Tensor seed = empty({1}, DType::Int64, d), offset = empty({1}, DType::Int64, d);
+  Tensor seed = make_tensor({1}, DType::Int64, d), offset = make_tensor({1}, DType::Int64, d);
   if (is_relative(rng)) {  // inside a CUDA graph the values are on the device
     launch_resolve_philox(rng, static_cast<uint64_t*>(seed.data_ptr()),
                           static_cast<uint64_t*>(offset.data_ptr()), stream_of(device));
@@ -493,7 +493,7 @@ void run(const Problem& p, const AttentionParams& params, const Tensor& mask,
   }
   Tensor workspace;
   if (entry->workspace > 0)
-    workspace = empty({entry->workspace}, DType::UInt8, Device(DeviceType::CUDA, p.device));
+    workspace = make_tensor({entry->workspace}, DType::UInt8, Device(DeviceType::CUDA, p.device));
   cudnnHandle_t handle = handle_for(p.device);
   std::string error;
   try {

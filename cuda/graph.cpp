@@ -49,11 +49,11 @@
 #include <atomic>
 
 #include "core/graph_capture.h"
+#include "core/tensor.h"
 #include "cuda/capture.h"
 #include "cuda/check.h"
 #include "cuda/internal.h"
-#include "ops/creation.h"
-#include "ops/random.h"
+#include "ops/generator.h"
 
 namespace kiln::cuda {
 
@@ -141,7 +141,7 @@ void CUDAGraph::capture_begin(MempoolId pool, CaptureMode mode) {
   for (const auto& g : gens) {
     RandomState r;
     r.gen = g;
-    r.base = empty({2}, DType::Int64, Device(DeviceType::CUDA, dev));
+    r.base = make_tensor({2}, DType::Int64, Device(DeviceType::CUDA, dev));
     // Never garbage, even for work that draws from the generator before the first replay.
     const PhiloxState now = g->replay_state(0);
     launch_set_philox_base(static_cast<uint64_t*>(r.base.data_ptr()), now.seed, now.offset, stream);

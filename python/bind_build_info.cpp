@@ -1,8 +1,8 @@
 // kiln._C._build_info and friends: what kiln.__config__, kiln.version, kiln.cuda.nccl and the
-// doctor ask about the build (Note [Build facts] in core/build_info.cpp).
+// doctor ask about the build (Note [Build facts] in runtime/build_info.cpp).
 #include <pybind11/pybind11.h>
 
-#include "core/build_info.h"
+#include "runtime/build_info.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -17,7 +17,7 @@ void init_build_info(py::module_& m) {
         for (const auto& [key, value] : build_info()) d[py::str(key)] = value;
         return d;
       },
-      "libkiln's build facts as a dict of strings (core/build_info.h lists the keys).");
+      "libkiln's build facts as a dict of strings (runtime/build_info.h lists the keys).");
   // The same CMake facts compiled into this extension: they differ from _build_info()'s when
   // kiln._C was loaded next to a libkiln from another build.
   py::dict seen;

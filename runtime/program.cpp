@@ -22,7 +22,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "core/safetensors.h"
+#include "runtime/safetensors.h"
 #include "ops/copy.h"
 #include "runtime/op_runners.h"
 

@@ -51,7 +51,7 @@ STRUCTURE_KEY = "kiln.structure"
 _METADATA = "__metadata__"
 _INT64_MAX = 2**63 - 1
 # The safetensors format's own cap on the JSON header (the reference reader's), so a hostile
-# length cannot make a loader read and parse gigabytes; core/safetensors.cpp has the same.
+# length cannot make a loader read and parse gigabytes; runtime/safetensors.cpp has the same.
 MAX_HEADER_BYTES = 100_000_000
 
 

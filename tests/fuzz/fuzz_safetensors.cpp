@@ -1,4 +1,4 @@
-// libFuzzer target: kiln::load_safetensors (core/safetensors.h) on arbitrary file contents.
+// libFuzzer target: kiln::load_safetensors (runtime/safetensors.h) on arbitrary file contents.
 // Every input either loads or raises kiln::Error; loaded tensors fit in the file.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "runtime/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // One in-memory file for the whole run, rewritten per input: no disk traffic.

@@ -47,7 +47,7 @@ def _run(cmd, **kw):
 COPY_CPP = r"""
 #include <iostream>
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "runtime/safetensors.h"
 int main(int argc, char** argv) {
   try {
     kiln::SafetensorsFile f = kiln::load_safetensors(argv[1]);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "runtime/safetensors.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/nn_functional.h"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "runtime/safetensors.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/reduce.h"

@@ -1,4 +1,4 @@
-#include "core/build_info.h"
+#include "runtime/build_info.h"
 
 #include <dlfcn.h>
 

@@ -5,7 +5,7 @@
 // null, duplicate keys, trailing garbage other than the spaces that pad the header) is refused
 // rather than guessed at. Tensor bytes are little-endian (kiln runs on little-endian hosts)
 // and are copied straight into new CPU tensors.
-#include "core/safetensors.h"
+#include "runtime/safetensors.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,11 +1,11 @@
-// core/build_info.h: every documented key is reported, and the run-time versions agree with the
+// runtime/build_info.h: every documented key is reported, and the run-time versions agree with the
 // build switches the C++ API user compiled against.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
-#include "core/build_info.h"
+#include "runtime/build_info.h"
 
 namespace kiln {
 namespace {

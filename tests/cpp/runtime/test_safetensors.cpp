@@ -1,4 +1,4 @@
-// core/safetensors.h: round trips of every dtype and layout, and the checks that refuse
+// runtime/safetensors.h: round trips of every dtype and layout, and the checks that refuse
 // malformed files with the file and the tensor key in the message.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "runtime/safetensors.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/view.h"
