@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/graph_capture.h"
+#include "ops/philox_capture.h"
 
 namespace kiln {
 

@@ -4,11 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <random>
 
 #include "autograd/function.h"
 #include "core/error.h"
-#include "core/graph_capture.h"
 #include "core/promotion.h"
 #include "core/shape.h"
 #include "ops/backend.h"
@@ -16,7 +14,6 @@
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
-#include "ops/philox_capture.h"
 
 namespace kiln {
 

@@ -1,7 +1,8 @@
 """Embedding kiln in C++ (roadmap capability 8): installs the current build tree into a
-temporary prefix, builds examples/cpp/digits_inference against it with find_package(kiln),
-and checks that the C++ program predicts what the Python model predicts from a checkpoint
-written by kiln.save, and that the file it writes loads in Python.
+temporary prefix, builds examples/cpp/digits_inference and examples/cpp/run_exported against it
+with find_package(kiln) (and against libkiln.a when the build has KILN_BUILD_STATIC), checks
+that the C++ programs compute what Python computes, that the file digits_inference writes loads
+in Python, and that the install holds exactly the public headers (cmake/public_headers.txt).
 
 The build tree is $BUILD_DIR when set, else <repo>/build (the Makefile's default).
 """
@@ -19,6 +20,7 @@ import kiln.nn as nn
 
 REPO = Path(kiln.__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "cpp" / "digits_inference"
+RUN_EXPORTED = REPO / "examples" / "cpp" / "run_exported"
 TIMEOUT = 120  # seconds for each cmake step; a hang fails instead of blocking CI
 
 
@@ -68,8 +70,9 @@ target_link_libraries(safetensors_copy PRIVATE kiln::kiln)
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """Builds outside programs against a fresh install of the current build tree."""
+def install(tmp_path_factory):
+    """A fresh install of the current build tree: its prefix, and a function that builds an
+    outside program against it."""
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.skip("cmake is not installed")
@@ -87,15 +90,20 @@ def installed(tmp_path_factory):
     assert str(REPO) not in targets and str(build.resolve()) not in targets
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
 
-    def build_program(source, name):
-        binary = root / f"{name}-build"
+    def build_program(source, name, *cmake_args):
+        binary = root / f"{name}{'-'.join(('',) + cmake_args)}-build"
         _run([cmake, "-S", source, "-B", binary, *generator, f"-DCMAKE_PREFIX_PATH={prefix}",
-              f"-DCMAKE_CXX_COMPILER={compiler}", "-DCMAKE_BUILD_TYPE=Release"])
+              f"-DCMAKE_CXX_COMPILER={compiler}", "-DCMAKE_BUILD_TYPE=Release", *cmake_args])
         _run([cmake, "--build", binary])
         assert (binary / name).is_file()
         return binary / name
 
-    return build_program
+    return prefix, build_program
+
+
+@pytest.fixture(scope="module")
+def installed(install):
+    return install[1]
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +216,43 @@ def test_safetensors_package_files_cross_cpp(safetensors_copy, tmp_path):
     from safetensors import safe_open
     with safe_open(str(dst), framework="np") as f:
         assert f.metadata() == {"format": "np"}
+
+
+def test_install_ships_exactly_the_public_headers(install):
+    prefix, _ = install
+    listed = {line.split("#")[0].strip()
+              for line in (REPO / "cmake" / "public_headers.txt").read_text().splitlines()}
+    listed.discard("")
+    include = prefix / "include" / "kiln"
+    installed_headers = {str(p.relative_to(include)) for p in include.rglob("*") if p.is_file()}
+    assert installed_headers == listed
+    # Internal headers a program must not reach: the CPU loops, the CUDA internals.
+    assert not (include / "ops" / "cpu").exists()
+    assert not (include / "cuda" / "internal.h").exists()
+
+
+def _static_built():
+    build = _build_dir()
+    return (build / "CMakeCache.txt").is_file() and _cached(build, "KILN_BUILD_STATIC") == "ON"
+
+
+@pytest.mark.parametrize("link", [
+    "shared",
+    pytest.param("static", marks=pytest.mark.skipif(
+        not _static_built(), reason="the build tree has no KILN_BUILD_STATIC=ON")),
+])
+def test_run_exported_against_the_install(installed, link, tmp_path):
+    export_models = pytest.importorskip("export_models")
+    args = ["-DKILN_LINK_STATIC=ON"] if link == "static" else []
+    binary = installed(RUN_EXPORTED, "run_exported", *args)
+    model, inputs, dims, _ = export_models.MODELS["mlp"](np.random.default_rng(0))
+    ep = kiln.export.export(model, inputs, dynamic_shapes=dims)
+    path = tmp_path / "mlp.kiln"
+    kiln.export.save(ep, path)
+    names = [e["name"] for e in ep.graph.data["inputs"]]
+    kiln.save(dict(zip(names, inputs)), tmp_path / "in.safetensors")
+    _run([binary, path, tmp_path / "in.safetensors", "--out", tmp_path / "out.safetensors"])
+    with kiln.no_grad():
+        expected = export_models.first(model(*inputs)).numpy()
+    np.testing.assert_allclose(kiln.load(tmp_path / "out.safetensors")["output0"].numpy(),
+                               expected, rtol=1e-5, atol=1e-5)

@@ -7,8 +7,9 @@ import platform
 @functools.lru_cache(maxsize=1)
 def get_cpu_capability():
     """The widest SIMD level of this CPU among PyTorch's names: "AVX512", "AVX2" or
-    "DEFAULT". kiln's CPU kernels are compiled with -march=native for the build host
-    (no runtime dispatch), so on the machine that built kiln this is what they use."""
+    "DEFAULT": what this CPU offers. kiln's CPU kernels have no runtime dispatch: they use
+    baseline x86-64 unless kiln was built with -DKILN_NATIVE=ON (-march=native), in which case
+    they use this level on the machine that built them."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return "DEFAULT"
     try:
