@@ -1,6 +1,7 @@
 #include "ops/copy.h"
 
 #include "autograd/function.h"
+#include "core/profiler.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "ops/backend.h"
@@ -91,6 +92,8 @@ Tensor to_device(const Tensor& t, Device device, bool non_blocking, bool copy) {
 }
 
 Tensor clone(const Tensor& t) {
+  profiler::RecordScope profile("clone");
+  profile.inputs(t);
   Tensor out = make_tensor(t.sizes(), t.dtype(), t.device());
   copy_data(out, t);
   if (needs_grad({t})) {
