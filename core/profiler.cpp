@@ -123,7 +123,7 @@ void close_range(uint32_t generation, size_t slot) {
   ThreadBuffer& b = this_thread();
   std::lock_guard<std::mutex> lock(b.mu);
   if (b.generation != generation || slot >= b.events.size()) return;  // the session ended
-  if (b.events[slot].end_ns != 0) return;                              // closed at stop()
+  if (b.events[slot].end_ns != 0) return;                             // closed at stop()
   b.events[slot].end_ns = t;
   auto it = std::find(b.open.rbegin(), b.open.rend(), slot);
   if (it != b.open.rend()) b.open.erase(std::next(it).base());

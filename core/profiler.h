@@ -13,55 +13,38 @@
 // With the profiler off both cost one relaxed atomic load.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/profiler_flags.h"
 #include "core/tensor.h"
 
 namespace kiln::profiler {
 
-// What a session records; bits of the word that enabled() reads.
-enum Flag : uint32_t {
-  kOn = 1,
-  kShapes = 2,  // record_shapes: the sizes of each op's tensor arguments
-  kCuda = 4,    // device activity through CUPTI
-  kMemory = 8,  // profile_memory: allocations and frees
-};
-
-namespace detail {
-extern std::atomic<uint32_t> g_flags;
-}
-
-inline bool enabled() { return detail::g_flags.load(std::memory_order_relaxed) != 0; }
-inline bool recording_shapes() {
-  return (detail::g_flags.load(std::memory_order_relaxed) & kShapes) != 0;
-}
-
 enum class EventKind : int8_t {
-  Op,           // an op's front end
-  UserRange,    // record_function / ProfilerStep#N
-  Backward,     // an autograd node run by the engine
-  Kernel,       // a device kernel (CUPTI)
-  Memcpy,       // a device copy (CUPTI)
-  Memset,       // a device memset (CUPTI)
-  Memory,       // an allocation (bytes > 0) or free (bytes < 0), an instant
+  Op,         // an op's front end
+  UserRange,  // record_function / ProfilerStep#N
+  Backward,   // an autograd node run by the engine
+  Kernel,     // a device kernel (CUPTI)
+  Memcpy,     // a device copy (CUPTI)
+  Memset,     // a device memset (CUPTI)
+  Memory,     // an allocation (bytes > 0) or free (bytes < 0), an instant
 };
 
 struct Event {
   std::string name;
   EventKind kind = EventKind::Op;
-  int64_t id = 0;          // unique within a session
-  int64_t parent = -1;     // enclosing range on the same thread (host events)
-  int64_t start_ns = 0;    // steady clock, the session's origin subtracted
+  int64_t id = 0;        // unique within a session
+  int64_t parent = -1;   // enclosing range on the same thread (host events)
+  int64_t start_ns = 0;  // steady clock, the session's origin subtracted
   int64_t end_ns = 0;
-  uint64_t thread = 0;     // host events: the recording thread's small id
-  int device = -1;         // device events and memory events: the device index (-1: CPU)
-  int64_t stream = -1;     // device events: the stream
+  uint64_t thread = 0;       // host events: the recording thread's small id
+  int device = -1;           // device events and memory events: the device index (-1: CPU)
+  int64_t stream = -1;       // device events: the stream
   int64_t correlation = -1;  // device events: the id of the innermost op that launched them
-  int64_t bytes = 0;       // Memory events
+  int64_t bytes = 0;         // Memory events
   std::vector<std::vector<int64_t>> shapes;  // record_shapes: one entry per argument
 };
 
@@ -123,9 +106,6 @@ class RecordScope {
 // Ranges that Python opens and closes (record_function): the handle is opaque.
 int64_t begin_range(const std::string& name);
 void end_range(int64_t handle);
-
-// profile_memory: an allocation (bytes > 0) or free (bytes < 0) on `device` (-1: CPU).
-void record_memory(int64_t bytes, int device);
 
 // For the device-activity source (cuda/cupti_profiler.cpp): appends finished device events.
 void add_device_events(std::vector<Event> events);

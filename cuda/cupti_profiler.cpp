@@ -11,8 +11,8 @@
 // of the profiler range that was innermost on the launching thread (cupti_push_correlation).
 #include "cuda/cupti_profiler.h"
 
-#include <cupti.h>
 #include <cuda_runtime_api.h>
+#include <cupti.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
 
@@ -34,15 +34,16 @@ namespace kiln::cuda {
 
 namespace {
 
-#define KILN_CUPTI_FUNCTIONS(_)              \
-  _(cuptiActivityEnable)                     \
-  _(cuptiActivityDisable)                    \
-  _(cuptiActivityRegisterCallbacks)          \
-  _(cuptiActivityFlushAll)                   \
-  _(cuptiActivityGetNextRecord)              \
-  _(cuptiActivityPushExternalCorrelationId)  \
-  _(cuptiActivityPopExternalCorrelationId)   \
-  _(cuptiActivityRegisterTimestampCallback)  \
+#define KILN_CUPTI_FUNCTIONS(_)             \
+  _(cuptiActivityEnable)                    \
+  _(cuptiActivityDisable)                   \
+  _(cuptiActivityRegisterCallbacks)         \
+  _(cuptiActivityFlushAll)                  \
+  _(cuptiActivityGetNextRecord)             \
+  _(cuptiActivityPushExternalCorrelationId) \
+  _(cuptiActivityPopExternalCorrelationId)  \
+  _(cuptiActivityRegisterTimestampCallback) \
+  _(cuptiGetTimestamp)                      \
   _(cuptiGetResultString)
 
 struct CuptiApi {
@@ -61,8 +62,8 @@ Loaded open_cupti() {
   void* lib = open_local_library({"libcupti.so.13", KILN_CUPTI_LIBRARY_PATH}, &why);
   if (!lib) return {nullptr, str_cat("cannot load CUPTI (", why, ")")};
   static CuptiApi api;
-#define KILN_CUPTI_LOAD(name)                                                    \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib, #name));            \
+#define KILN_CUPTI_LOAD(name)                                         \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib, #name)); \
   if (!api.name) return {nullptr, "the loaded CUPTI lacks " #name " (kiln needs CUPTI 13)"};
   KILN_CUPTI_FUNCTIONS(KILN_CUPTI_LOAD)
 #undef KILN_CUPTI_LOAD
@@ -75,9 +76,9 @@ const Loaded& loaded() {
 }
 
 constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-constexpr CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 constexpr size_t kBufferBytes = 8 << 20;
 constexpr size_t kAlign = 8;
 
@@ -85,9 +86,13 @@ constexpr size_t kAlign = 8;
 struct Collected {
   std::mutex mu;
   std::vector<profiler::Event> events;
-  std::vector<uint32_t> correlation;  // CUPTI's correlation id of each event
+  std::vector<uint32_t> correlation;                // CUPTI's correlation id of each event
   std::unordered_map<uint32_t, uint64_t> external;  // CUPTI correlation id -> range id
   bool callbacks_registered = false;
+  // Added to CUPTI's timestamps: 0 when CUPTI took the profiler's clock, else the difference
+  // between the two clocks measured at the session's start.
+  int64_t clock_offset = 0;
+  bool own_clock = false;
 };
 
 Collected& collected() {
@@ -206,9 +211,13 @@ std::string cupti_start() {
   if (!c.callbacks_registered) {
     CUptiResult r = api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (r != CUPTI_SUCCESS) return failed("cuptiActivityRegisterCallbacks", r);
-    r = api.cuptiActivityRegisterTimestampCallback(profiler_clock);
-    if (r != CUPTI_SUCCESS) return failed("cuptiActivityRegisterTimestampCallback", r);
+    c.own_clock = api.cuptiActivityRegisterTimestampCallback(profiler_clock) == CUPTI_SUCCESS;
     c.callbacks_registered = true;
+  }
+  if (!c.own_clock) {
+    uint64_t cupti_now = 0;
+    api.cuptiGetTimestamp(&cupti_now);
+    c.clock_offset = profiler::now_ns() - static_cast<int64_t>(cupti_now);
   }
   for (CUpti_ActivityKind kind : kKinds) {
     CUptiResult r = api.cuptiActivityEnable(kind);
@@ -236,6 +245,8 @@ void cupti_stop() {
     for (size_t i = 0; i < c.events.size(); ++i) {
       auto it = c.external.find(c.correlation[i]);
       if (it != c.external.end()) c.events[i].correlation = static_cast<int64_t>(it->second);
+      c.events[i].start_ns += c.clock_offset;
+      c.events[i].end_ns += c.clock_offset;
     }
     events.swap(c.events);
     c.correlation.clear();
@@ -245,7 +256,8 @@ void cupti_stop() {
 }
 
 void cupti_push_correlation(uint64_t id) {
-  if (const CuptiApi* api = loaded().api) api->cuptiActivityPushExternalCorrelationId(kExternalKind, id);
+  if (const CuptiApi* api = loaded().api)
+    api->cuptiActivityPushExternalCorrelationId(kExternalKind, id);
 }
 
 void cupti_pop_correlation() {

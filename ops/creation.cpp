@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "autograd/function.h"
-#include "core/profiler.h"
 #include "core/error.h"
 #include "core/graph_capture.h"
+#include "core/profiler.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"

@@ -1,8 +1,8 @@
 #include "ops/dropout.h"
 
 #include "autograd/function.h"
-#include "core/profiler.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"

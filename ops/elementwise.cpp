@@ -3,8 +3,8 @@
 #include <string>
 
 #include "autograd/function.h"
-#include "core/profiler.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/promotion.h"
 #include "core/shape.h"
 #include "ops/backend.h"

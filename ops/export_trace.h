@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/profiler.h"
 #include "core/dtype.h"
+#include "core/profiler.h"
 #include "core/scalar.h"
 #include "core/shape.h"
 #include "core/tensor.h"

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "autograd/function.h"
-#include "core/profiler.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/binary.h"

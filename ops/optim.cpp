@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
-#include "core/profiler.h"
 #include "core/error.h"
 #include "core/graph_capture.h"
+#include "core/profiler.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"

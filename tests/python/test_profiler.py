@@ -166,6 +166,26 @@ def test_shapes_are_not_recorded_unless_asked():
     assert all(e.input_shapes == [] for e in prof.events())
 
 
+def test_profile_memory_records_allocations_and_frees_inside_their_op(tmp_path):
+    with profile(activities=CPU, profile_memory=True) as prof:
+        t = kiln.ones(1000)  # 4000 bytes of float32
+        del t
+    (full,) = [e for e in prof.events() if e.name == "kiln::full"]
+    assert full.self_cpu_memory_usage == full.cpu_memory_usage == 4000
+    memory = [e for e in prof.events() if e.name == "[memory]"]
+    assert sorted(m.nbytes for m in memory) == [-4000, 4000]
+    assert "CPU Mem" in prof.key_averages().table()
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    trace = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert sorted(e["args"]["Bytes"] for e in trace if e["name"] == "[memory]") == [-4000, 4000]
+
+
+def test_memory_is_not_recorded_unless_asked():
+    with profile(activities=CPU) as prof:
+        kiln.ones(1000)
+    assert not [e for e in prof.events() if e.name == "[memory]"]
+
+
 def test_chrome_trace_is_valid_json_with_nested_complete_events(tmp_path):
     prof = step_events(record_shapes=True)
     path = tmp_path / "trace.json"
