@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
@@ -204,6 +205,11 @@ std::vector<Tensor> run_graph(const std::vector<Edge>& roots, std::vector<Tensor
                (needed.count(node) && (accumulator == nullptr || accumulate_leaves));
     if (!run) continue;
 
+    // The ops of the node's backward formula nest under it (Note [Profiler events]).
+    profiler::RecordScope profile;
+    if (profiler::enabled())
+      profile.begin(str_cat("autograd::engine::evaluate_function: ", node->name()),
+                    profiler::EventKind::Backward);
     std::vector<Tensor> outputs = AnomalyMode::is_enabled()
                                       ? apply_with_anomaly_checks(*node, std::move(grads))
                                       : node->apply(std::move(grads));

@@ -4,6 +4,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/profiler_flags.h"
 #include "core/shape.h"
 
 namespace kiln {
@@ -39,7 +40,11 @@ struct StorageBlockAllocator {
     *data = reinterpret_cast<void*>((base + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment);
     return static_cast<T*>(p);
   }
-  void deallocate(T* p, size_t) { std::free(p); }
+  void deallocate(T* p, size_t) {
+    if (profiler::recording_memory())
+      profiler::record_memory(-static_cast<int64_t>(data_bytes), -1);
+    std::free(p);
+  }
   template <typename U>
   bool operator==(const StorageBlockAllocator<U>&) const { return true; }
   template <typename U>
@@ -63,6 +68,10 @@ Storage make_storage(size_t nbytes, Device device, const AllocationLabel& label)
   }
   s->nbytes = nbytes;
   s->device = device;
+  // profile_memory; the frees are recorded where the memory goes back (deallocate below, the
+  // CUDA caching allocator's free).
+  if (profiler::recording_memory())
+    profiler::record_memory(static_cast<int64_t>(nbytes), device.is_cuda() ? device.index : -1);
   return s;
 }
 

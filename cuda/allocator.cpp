@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/profiler_flags.h"
 #include "cuda/capture.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -386,6 +387,8 @@ class CachingAllocator final : public Allocator {
       MemoryStats& s = st.stats;
       s.allocated -= b->size;
       s.requested -= b->requested;
+      if (profiler::recording_memory())
+        profiler::record_memory(-static_cast<int64_t>(b->requested), static_cast<int>(d));
       s.num_frees++;
       s.active_blocks--;
       if (!b->stream_uses.empty()) {

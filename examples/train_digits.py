@@ -64,6 +64,27 @@ def save_loss_curve(losses, path):
     return path
 
 
+def start_profiler(device, out):
+    """A profiler over a few training steps (skipping the first, which warms up)."""
+    from kiln.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+
+    def report(prof):
+        sort_by = "cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        print(prof.key_averages().table(sort_by=sort_by, row_limit=15))
+        os.makedirs(out, exist_ok=True)
+        path = prof.export_chrome_trace(os.path.join(out, "digits_trace.json"))
+        print(f"profiler trace: {path}")
+
+    prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                   on_trace_ready=report, record_shapes=True)
+    prof.start()
+    return prof
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=30)
@@ -75,6 +96,9 @@ def main():
                         help="mixed precision: bfloat16 autocast, or float16 autocast with a "
                              "GradScaler")
     parser.add_argument("--out", default="out", help="folder for the checkpoint and the plot")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile steps 2-4 of the first epoch: print the op table and "
+                             "write <out>/digits_trace.json (chrome://tracing, Perfetto)")
     args = parser.parse_args()
 
     kiln.manual_seed(0)
@@ -96,6 +120,7 @@ def main():
     epochs = range(args.epochs)
     bar = tqdm(epochs, unit="epoch") if tqdm else None
     losses = []
+    prof = start_profiler(device, args.out) if args.profile else None
     for epoch in bar if bar is not None else epochs:
         model.train()
         total = kiln.zeros((), device=device)
@@ -108,6 +133,11 @@ def main():
             scaler.step(optimizer)
             scaler.update()
             total += loss.detach()
+            if prof is not None:
+                prof.step()
+        if prof is not None:
+            prof.stop()
+            prof = None
         scheduler.step()
         losses.append(total.item() / len(loader))
         if bar is not None:

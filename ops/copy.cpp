@@ -2,6 +2,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 #include "ops/backend.h"
 #include "ops/creation.h"
@@ -72,6 +73,8 @@ Tensor to_dtype(const Tensor& t, DType dtype, bool copy) {
 }
 
 Tensor to_device(const Tensor& t, Device device, bool non_blocking, bool copy) {
+  profiler::RecordScope profile("to");
+  profile.inputs(t);
   device = concrete_device(device);
   if (t.device() == device && !copy) return t;
   Tensor out = make_tensor(t.sizes(), t.dtype(), device);
@@ -91,6 +94,8 @@ Tensor to_device(const Tensor& t, Device device, bool non_blocking, bool copy) {
 }
 
 Tensor clone(const Tensor& t) {
+  profiler::RecordScope profile("clone");
+  profile.inputs(t);
   Tensor out = make_tensor(t.sizes(), t.dtype(), t.device());
   copy_data(out, t);
   if (needs_grad({t})) {

@@ -7,6 +7,7 @@
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/graph_capture.h"
+#include "core/profiler.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -23,6 +24,7 @@ Tensor empty(const Shape& shape, DType dtype, Device device, const char* op) {
 }
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device, const char* op) {
+  profiler::RecordScope profile("full");
   check_scalar_fits(value, dtype, op);
   Tensor t = empty(shape, dtype, device, op);
   backend(t.device()).fill(t, value);

@@ -2,6 +2,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -40,6 +41,8 @@ std::pair<Tensor, Tensor> dropout_compute(const Tensor& input, double p, double 
 }  // namespace
 
 Tensor dropout(const Tensor& input, double p, bool train, Generator* gen) {
+  profiler::RecordScope profile("dropout");
+  profile.inputs(input);
   check_p(p, "dropout");
   if (!train || p == 0) return input;
   KILN_CHECK(is_floating(input.dtype()), Runtime, "[dropout] expected a floating point input, "

@@ -4,6 +4,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/promotion.h"
 #include "core/shape.h"
 #include "ops/backend.h"
@@ -264,6 +265,8 @@ Tensor overwritten_history(const Tensor& value, const std::vector<Tensor>& input
 const Tensor& apply_inplace(const Tensor& self, std::initializer_list<Tensor> others, const char* op,
                             const std::function<Tensor(const Tensor&)>& out_of_place,
                             const std::function<void()>& in_place) {
+  profiler::RecordScope profile(op);  // every in-place op passes here (Note [Profiler events])
+  profile.inputs(self);
   tracing::check_not_inplace(op);  // also for tensors without grad (Note [Export tracing])
   KILN_CHECK(!has_internal_overlap(self), Runtime, "[", op, "] unsupported operation: more than "
              "one element of the written-to tensor (shape ", self.sizes(), ", strides ",

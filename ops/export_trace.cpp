@@ -57,7 +57,7 @@ void meta_json(std::string& out, const Tensor& t) {
 
 bool active() { return t_recorder != nullptr; }
 
-OpScope::OpScope(const char* op) : op_(op), recorder_(t_recorder) {
+OpScope::OpScope(const char* op) : op_(op), recorder_(t_recorder), profile_(op) {
   if (recorder_) outer_ = recorder_->depth++ == 0;
 }
 

@@ -23,6 +23,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/profiler.h"
 #include "core/scalar.h"
 #include "core/shape.h"
 #include "core/tensor.h"
@@ -118,6 +119,7 @@ bool active();
 
 // Entered by an exportable op's front end. Ops that this op calls in turn run inside the scope
 // and are not recorded: the graph holds what the caller asked for, one node per call.
+// The scope is also the op's profiler range (Note [Profiler events]), nested ops included.
 class OpScope {
  public:
   explicit OpScope(const char* op);
@@ -128,16 +130,19 @@ class OpScope {
   // Records the call (when this is the outermost op of a trace) and returns the result.
   template <typename... A>
   Tensor out(Tensor y, const A&... args) {
+    profile_.inputs(args...);
     if (outer_) emit({y}, {to_arg(args)...});
     return y;
   }
   template <typename... A>
   std::pair<Tensor, Tensor> out(std::pair<Tensor, Tensor> ys, const A&... args) {
+    profile_.inputs(args...);
     if (outer_) emit({ys.first, ys.second}, {to_arg(args)...});
     return ys;
   }
   template <typename... A>
   std::vector<Tensor> outs(std::vector<Tensor> ys, const A&... args) {
+    profile_.inputs(args...);
     if (outer_) emit(ys, {to_arg(args)...});
     return ys;
   }
@@ -147,6 +152,7 @@ class OpScope {
   const char* op_;
   Recorder* recorder_ = nullptr;
   bool outer_ = false;
+  profiler::RecordScope profile_;
 };
 
 // The checks that make an op outside the exportable set an error instead of a silent hole in

@@ -27,6 +27,7 @@
 #include "autograd/function.h"
 #include "core/determinism.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
 #include "ops/backend.h"
@@ -395,6 +396,8 @@ Tensor select_offsets(const Tensor& target, int64_t d, const Tensor& index, cons
 }  // namespace
 
 Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
+  profiler::RecordScope profile("index");
+  profile.inputs(self);
   Tensor out = take_at(self, index_offsets(self, indices, "index"), "index");
   if (needs_grad({self})) {
     Shape shape = self.sizes();
@@ -412,6 +415,8 @@ Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
 
 Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
                  bool accumulate) {
+  profiler::RecordScope profile("index_put");
+  profile.inputs(self, values);
   if (auto ac = autocast_args("index_put", {self, values}))
     return index_put((*ac)[0], indices, (*ac)[1], accumulate);
   check_same_dtype(self, values, "index_put");
@@ -442,6 +447,8 @@ const Tensor& index_put_(const Tensor& self, const std::vector<Tensor>& indices,
 }
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+  profiler::RecordScope profile("gather");
+  profile.inputs(self, index);
   const int64_t d = check_gather_args(self, dim, index, nullptr, "gather");
   Tensor out =
       index.numel() == 0
@@ -486,6 +493,8 @@ const Tensor& scatter_(const Tensor& self, int64_t dim, const Tensor& index, Sca
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  profiler::RecordScope profile("scatter_add");
+  profile.inputs(self, index, src);
   if (auto ac = autocast_args("scatter_add", {self, src}))
     return scatter_add((*ac)[0], dim, index, (*ac)[1]);
   return scatter_impl(self, dim, index, &src, Scalar(), PutOp::Add, "scatter_add");
@@ -499,6 +508,8 @@ const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index,
 }
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  profiler::RecordScope profile("index_select");
+  profile.inputs(self, index);
   Tensor idx = vector_index(index, "index_select");
   if (self.dim() == 0) {
     KILN_CHECK(idx.numel() == 1, Index,
@@ -676,6 +687,8 @@ void check_mask_value(const Tensor& mask, const Tensor& value, const char* op) {
 }  // namespace
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  profiler::RecordScope profile("masked_fill");
+  profile.inputs(self, mask, value);
   check_mask_value(mask, value, "masked_fill");
   broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill");
   return where(mask, to_dtype(value, self.dtype()), self);

@@ -6,6 +6,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "ops/autocast_policy.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
@@ -205,6 +206,8 @@ Reduction parse_reduction(const std::string& reduction, const char* op) {
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                 int64_t ignore_index, const std::string& reduction) {
+  profiler::RecordScope profile("nll_loss");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("nll_loss", {input, target, opt_arg(weight)}))
     return nll_loss((*ac)[0], (*ac)[1], ac->opt(2), ignore_index, reduction);
   Reduction red = parse_reduction(reduction, "nll_loss");
@@ -243,6 +246,8 @@ Tensor reduce_cross_entropy(const Tensor& input, const Tensor& target,
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  profiler::RecordScope profile("cross_entropy");
+  profile.inputs(input, target);
   if (autocast_active() && (input.dtype() == DType::Float16 || input.dtype() == DType::BFloat16) &&
       autocast_state(input.device().type).enabled &&
       fused_cross_entropy_applies(input, target, weight, label_smoothing)) {
@@ -314,6 +319,8 @@ Tensor reduce_weighted(const Tensor& loss, const Tensor& input, const std::optio
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                 const std::optional<Tensor>& weight) {
+  profiler::RecordScope profile("mse_loss");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("mse_loss", {input, target, opt_arg(weight)}))
     return mse_loss((*ac)[0], (*ac)[1], reduction, ac->opt(2));
   Reduction red = parse_reduction(reduction, "mse_loss");
@@ -323,6 +330,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                const std::optional<Tensor>& weight) {
+  profiler::RecordScope profile("l1_loss");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("l1_loss", {input, target, opt_arg(weight)}))
     return l1_loss((*ac)[0], (*ac)[1], reduction, ac->opt(2));
   Reduction red = parse_reduction(reduction, "l1_loss");
@@ -331,6 +340,8 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                       double beta) {
+  profiler::RecordScope profile("smooth_l1_loss");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("smooth_l1_loss", {input, target}))
     return smooth_l1_loss((*ac)[0], (*ac)[1], reduction, beta);
   Reduction red = parse_reduction(reduction, "smooth_l1_loss");
@@ -345,6 +356,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                   double delta, const std::optional<Tensor>& weight) {
+  profiler::RecordScope profile("huber_loss");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("huber_loss", {input, target, opt_arg(weight)}))
     return huber_loss((*ac)[0], (*ac)[1], reduction, delta, ac->opt(2));
   Reduction red = parse_reduction(reduction, "huber_loss");
@@ -363,6 +376,8 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& 
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction,
               bool log_target) {
+  profiler::RecordScope profile("kl_div");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("kl_div", {input, target}))
     return kl_div((*ac)[0], (*ac)[1], reduction, log_target);
   const bool batchmean = reduction == "batchmean";
@@ -382,6 +397,8 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const std::optional<Tensor>& weight, const std::string& reduction) {
+  profiler::RecordScope profile("binary_cross_entropy");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("binary_cross_entropy", {input, target, opt_arg(weight)}))
     return binary_cross_entropy((*ac)[0], (*ac)[1], ac->opt(2), reduction);
   Reduction red = parse_reduction(reduction, "binary_cross_entropy");
@@ -432,6 +449,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         const std::optional<Tensor>& weight,
                                         const std::string& reduction,
                                         const std::optional<Tensor>& pos_weight) {
+  profiler::RecordScope profile("binary_cross_entropy_with_logits");
+  profile.inputs(input, target);
   if (auto ac = autocast_args("binary_cross_entropy_with_logits",
                                 {input, target, opt_arg(weight), opt_arg(pos_weight)}))
     return binary_cross_entropy_with_logits((*ac)[0], (*ac)[1], ac->opt(2), reduction, ac->opt(3));

@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/graph_capture.h"
+#include "core/profiler.h"
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
@@ -208,6 +209,7 @@ void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
                  const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps,
                  double lr, double beta1, double beta2, double weight_decay, double eps,
                  bool amsgrad, bool maximize, bool decoupled_weight_decay) {
+  profiler::RecordScope profile("_fused_adam_");
   const char* op = "_fused_adam_";
   OptimizerHyper h;
   h.lr = lr;
@@ -240,6 +242,7 @@ std::vector<Tensor> fused_sgd_(const std::vector<Tensor>& params, const std::vec
                                const std::vector<Tensor>& momentum_buffers, double lr,
                                double momentum, double dampening, double weight_decay,
                                bool nesterov, bool maximize) {
+  profiler::RecordScope profile("_fused_sgd_");
   const char* op = "_fused_sgd_";
   const size_t n = params.size();
   const bool use_buffers = momentum != 0;
@@ -278,6 +281,7 @@ void fused_rmsprop_(const std::vector<Tensor>& params, const std::vector<Tensor>
                     const std::vector<Tensor>& grad_avgs, const std::vector<Tensor>& steps,
                     double lr, double alpha, double eps, double weight_decay, double momentum,
                     bool centered, bool maximize) {
+  profiler::RecordScope profile("_fused_rmsprop_");
   const char* op = "_fused_rmsprop_";
   OptimizerHyper h;
   h.lr = lr;
@@ -298,6 +302,7 @@ void fused_rmsprop_(const std::vector<Tensor>& params, const std::vector<Tensor>
 void fused_adagrad_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                     const std::vector<Tensor>& state_sums, const std::vector<Tensor>& steps,
                     double lr, double lr_decay, double weight_decay, double eps, bool maximize) {
+  profiler::RecordScope profile("_fused_adagrad_");
   const char* op = "_fused_adagrad_";
   OptimizerHyper h;
   h.lr = lr;

@@ -9,6 +9,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
 #include "ops/binary.h"
@@ -325,6 +326,8 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
 }
 
 Tensor prod(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  profiler::RecordScope profile("prod");
+  profile.inputs(x);
   if (auto ac = autocast_args("prod", {x}, dtype.has_value()))
     return prod((*ac)[0], dims, keepdim, dtype);
   DType dt = accumulate_dtype(x, dtype);
@@ -350,10 +353,14 @@ Tensor prod(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
 }
 
 Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) {
+  profiler::RecordScope profile("amax");
+  profile.inputs(x);
   return extreme(ReduceOp::Max, x, dims, keepdim, "amax");
 }
 
 Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
+  profiler::RecordScope profile("amin");
+  profile.inputs(x);
   return extreme(ReduceOp::Min, x, dims, keepdim, "amin");
 }
 
@@ -380,10 +387,14 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  profiler::RecordScope profile("argmax");
+  profile.inputs(x);
   return arg_extreme(ReduceOp::Max, x, dim, keepdim, "argmax");
 }
 
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  profiler::RecordScope profile("argmin");
+  profile.inputs(x);
   return arg_extreme(ReduceOp::Min, x, dim, keepdim, "argmin");
 }
 

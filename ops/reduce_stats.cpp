@@ -8,6 +8,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
 #include "ops/binary.h"
@@ -88,12 +89,16 @@ Tensor norm_grad(const Tensor& g, const Tensor& x, const Tensor& norm, double or
 }  // namespace
 
 Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
+  profiler::RecordScope profile("var");
+  profile.inputs(x);
   Tensor v;
   centred_stats(x, dims, correction, keepdim, "var", &v);
   return v;
 }
 
 Tensor std_dev(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
+  profiler::RecordScope profile("std");
+  profile.inputs(x);
   Tensor v;
   centred_stats(x, dims, correction, keepdim, "std", &v);
   return sqrt(v);
@@ -170,6 +175,8 @@ Tensor count_nonzero(const Tensor& x, const DimList& dims) {
 }
 
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
+  profiler::RecordScope profile("logsumexp");
+  profile.inputs(x);
   if (auto ac = autocast_args("logsumexp", {x})) return logsumexp((*ac)[0], dims, keepdim);
   Tensor xf = is_floating(x.dtype()) ? x : to_dtype(x, DType::Float32);
   std::vector<int64_t> wrapped = reduction_dims(dims, x.dim(), "logsumexp");

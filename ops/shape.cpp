@@ -5,6 +5,7 @@
 
 #include "autograd/function.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/promotion.h"
 #include "core/shape.h"
 #include "ops/autocast_policy.h"
@@ -104,6 +105,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  profiler::RecordScope profile("stack");
   if (auto ac = autocast_args("stack", tensors)) return stack(ac->all(), dim);
   KILN_CHECK(!tensors.empty(), Runtime, "[stack] stack expects a non-empty TensorList");
   DType dtype = list_dtype(tensors, "stack");

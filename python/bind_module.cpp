@@ -14,6 +14,7 @@ namespace kiln::python {
 void init_export(pybind11::module_& m);
 // Sparse operands for mm/matmul/addmm (bind_sparse.cpp), after init_linalg's dense overloads.
 void init_sparse(pybind11::module_& m, TensorClass& cls);
+void init_profiler(pybind11::module_& m);
 
 void init_errors(py::module_& m) {
   // kiln.OutOfMemoryError is a RuntimeError, as torch.OutOfMemoryError is.
@@ -71,5 +72,6 @@ PYBIND11_MODULE(_C, m) {
   init_dlpack(m, cls);
   init_export(m);
   init_inplace(m);
+  init_profiler(m);
   init_numpy_aliases(m, cls);
 }

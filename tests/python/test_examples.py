@@ -2,6 +2,7 @@
 changed, the digits training that `make train` runs, the character-level GPT, and the
 transformer benchmark's smoke mode."""
 
+import json
 import os
 import re
 import subprocess
@@ -40,6 +41,18 @@ def test_digits_example_reaches_accuracy_and_reloads_its_checkpoint(tmp_path):
     state = kiln.load(str(tmp_path / "digits_mlp.safetensors"))
     assert set(state["model"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
     assert state["epochs"] == 30 and state["optimizer"]["param_groups"][0]["lr"] >= 0
+
+
+def test_digits_example_profiles_a_few_steps(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_digits.py"),
+                          "--out", str(tmp_path), "--epochs", "1", "--profile"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Self CPU time total" in out.stdout and "kiln::linear" in out.stdout
+    trace = json.loads((tmp_path / "digits_trace.json").read_text())
+    steps = {e["name"] for e in trace["traceEvents"] if e["name"].startswith("ProfilerStep#")}
+    assert steps == {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"}
 
 
 # On the GPU, where mixed precision pays; on the CPU the half-precision GEMMs are slower than

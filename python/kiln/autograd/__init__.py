@@ -21,3 +21,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     result = _C._grad(outputs, [inputs] if single else list(inputs), grad_outputs, retain_graph,
                       create_graph, allow_unused)
     return tuple(result)
+
+
+def __getattr__(name):
+    # kiln.autograd.profiler (PyTorch's older profiler spelling) loads on first use, like
+    # kiln.profiler itself.
+    if name == "profiler":
+        import importlib
+
+        return importlib.import_module("kiln.autograd.profiler")
+    raise AttributeError(f"module 'kiln.autograd' has no attribute {name!r}")
