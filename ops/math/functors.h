@@ -99,7 +99,6 @@ KILN_HD bool is_nan(A v) {
   };
 
 KILN_UNARY_FUNCTOR(Neg, Numeric, A(-x))
-KILN_UNARY_FUNCTOR(Square, Numeric, A(x* x))
 KILN_UNARY_FUNCTOR(Relu, Numeric, x > A(0) ? x : A(0))
 KILN_UNARY_FUNCTOR(Rsqrt, Floating, A(1) / std::sqrt(x))
 KILN_UNARY_FUNCTOR(Reciprocal, Floating, A(1) / x)
@@ -169,6 +168,11 @@ struct Sign : Numeric {
 };
 
 template <typename A>
+struct Square : Numeric {
+  KILN_HD A operator()(A x) const { return static_cast<A>(x * x); }
+};
+
+template <typename A>
 struct BitwiseNot : Integral {
   KILN_HD A operator()(A x) const {
     if constexpr (is_bool_v<A>) {
@@ -217,6 +221,17 @@ struct NanToNum : Numeric {
     return x;
   }
 };
+
+// nan_to_num's replacements only matter for floats; on integers (where the op is the identity)
+// they may be out of range, and converting those would be undefined.
+template <typename A>
+KILN_HD A float_param(double v) {
+  if constexpr (is_float_v<A>) {
+    return static_cast<A>(v);
+  } else {
+    return A(0);
+  }
+}
 
 // A NaN stays NaN; a missing bound does not clamp.
 template <typename A>
@@ -610,7 +625,7 @@ KILN_HD decltype(auto) visit_unary(UnaryOp op, const UnaryParams& p, F&& f) {
       return accepted<A>(f, Softplus<A>{{}, static_cast<A>(p.a), static_cast<A>(p.b)});
     case UnaryOp::nan_to_num:
       return accepted<A>(
-          f, NanToNum<A>{{}, static_cast<A>(p.a), static_cast<A>(p.b), static_cast<A>(p.c)});
+          f, NanToNum<A>{{}, float_param<A>(p.a), float_param<A>(p.b), float_param<A>(p.c)});
     case UnaryOp::clamp:
       return accepted<A>(f,
                          Clamp<A>{{}, static_cast<A>(p.a), static_cast<A>(p.b), p.has_a, p.has_b});
