@@ -87,14 +87,17 @@ DType scan_dtype(const Tensor& x, std::optional<DType> dtype) {
 std::pair<Tensor, Tensor> cumulative_extreme(ScanOp op, const Tensor& x, int64_t dim,
                                              const char* name) {
   const int64_t d = wrap_dim(dim, x.dim(), name);
-  auto [values, indices] = scan_compute(op, x, d, x.dtype(), name);
+  std::pair<Tensor, Tensor> result = scan_compute(op, x, d, x.dtype(), name);
   if (is_floating(x.dtype()) && needs_grad({x})) {
-    record(name, {x}, {values}, [d, shape = x.sizes(), indices](const Grads& g, Node&) -> Grads {
-      if (shape.empty()) return {g[0]};
-      return {scatter_add(zeros(shape, g[0].dtype(), g[0].device()), d, indices, g[0])};
-    });
+    record(name, {x}, {result.first},
+           [d, shape = x.sizes(), si = SavedTensor(result.second)](const Grads& g,
+                                                                  Node&) -> Grads {
+             if (shape.empty()) return {g[0]};
+             return {scatter_add(zeros(shape, g[0].dtype(), g[0].device()), d, si.unpack(),
+                                 g[0])};
+           });
   }
-  return {values, indices};
+  return result;
 }
 
 // Note [logcumsumexp gradient]: with y = logcumsumexp(x), dy_k/dx_i = exp(x_i - y_k) for
