@@ -222,6 +222,18 @@ struct NanToNum : Numeric {
   }
 };
 
+// An op's parameter (kept as a double) in the compute type. Integers go through int64, whose
+// conversion to a narrower type wraps the same way on both devices (a double converts to
+// uint8 by wrapping on x86 and by saturating on CUDA).
+template <typename A>
+KILN_HD A param(double v) {
+  if constexpr (is_float_v<A> || is_bool_v<A>) {
+    return static_cast<A>(v);
+  } else {
+    return static_cast<A>(static_cast<int64_t>(v));
+  }
+}
+
 // nan_to_num's replacements only matter for floats; on integers (where the op is the identity)
 // they may be out of range, and converting those would be undefined.
 template <typename A>
@@ -618,7 +630,7 @@ KILN_HD decltype(auto) visit_unary(UnaryOp op, const UnaryParams& p, F&& f) {
     case UnaryOp::gelu_tanh:
       return accepted<A>(f, GeluTanh<A>{});
     case UnaryOp::leaky_relu:
-      return accepted<A>(f, LeakyRelu<A>{{}, static_cast<A>(p.a)});
+      return accepted<A>(f, LeakyRelu<A>{{}, param<A>(p.a)});
     case UnaryOp::elu:
       return accepted<A>(f, Elu<A>{{}, static_cast<A>(p.a)});
     case UnaryOp::softplus:
@@ -627,8 +639,7 @@ KILN_HD decltype(auto) visit_unary(UnaryOp op, const UnaryParams& p, F&& f) {
       return accepted<A>(
           f, NanToNum<A>{{}, float_param<A>(p.a), float_param<A>(p.b), float_param<A>(p.c)});
     case UnaryOp::clamp:
-      return accepted<A>(f,
-                         Clamp<A>{{}, static_cast<A>(p.a), static_cast<A>(p.b), p.has_a, p.has_b});
+      return accepted<A>(f, Clamp<A>{{}, param<A>(p.a), param<A>(p.b), p.has_a, p.has_b});
     case UnaryOp::polygamma:
       return accepted<A>(f, Polygamma<A>{{}, static_cast<int>(p.a)});
     case UnaryOp::i1:
