@@ -1,6 +1,6 @@
 // The one host/device qualifier of kiln's shared scalar code (ops/math/, special_math.h,
-// optim_math.h, activation_grad.h, pool2d.h, philox.h): under nvcc a function is compiled for
-// both sides and inlined; under the host compiler it is a plain inline function.
+// optim_math.h, activation_grad.h, pool2d.h, philox.h, philox_capture.h): under nvcc a function
+// is compiled for both sides and inlined; under the host compiler it is a plain inline function.
 #pragma once
 
 #if defined(__CUDACC__)
