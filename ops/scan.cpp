@@ -11,6 +11,7 @@
 #include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
+#include "ops/dispatch.h"
 #include "ops/index.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
@@ -103,16 +104,30 @@ std::pair<Tensor, Tensor> cumulative_extreme(ScanOp op, const Tensor& x, int64_t
 // Note [logcumsumexp gradient]: with y = logcumsumexp(x), dy_k/dx_i = exp(x_i - y_k) for
 // i <= k, so dx_i = sum_{k >= i} g_k exp(x_i - y_k) = exp(x_i) * sum_{k >= i} g_k exp(-y_k).
 // That sum is taken in log space by a reverse logcumsumexp, once over the positive part of g
-// and once over the negative part (log |g| is undefined for mixed signs): terms never overflow
-// and a -inf log-weight (g_k = 0) drops out. Built from kiln ops, so it differentiates again.
+// and once over the negative part (log |g| is undefined for mixed signs), so terms never
+// overflow. Built from kiln ops, so it differentiates again; two choices keep that second
+// derivative finite:
+// - the other part's entries get the dtype's lowest finite value, not -inf. With -inf, a part
+//   with no entries (all g > 0, say) has tail = -inf, and the derivative of the inner
+//   logcumsumexp there is exp(-inf - -inf) = NaN; with a finite floor, tail ~ lowest,
+//   exp(tail + x) is still 0 in the forward, and every derivative stays finite.
+// - log is taken of where(mask, |g|, 1): log |g| at g = 0 would pass 0 * (1 / 0) = NaN back
+//   through the where even where the mask drops it.
+// One limit remains, as in any log-space form: at an upstream g_k that is exactly 0 the
+// derivative of dx in g_k comes out 0 instead of exp(x_i - y_k) (g_k is in neither part).
+// Second derivatives in x are unaffected.
 Tensor logcumsumexp_grad(const Tensor& g, const Tensor& x, const Tensor& y, int64_t dim) {
   if (x.dim() == 0) return g;
   const std::vector<int64_t> d{dim};
-  Tensor neg_inf =
-      scalar_tensor(Scalar(-std::numeric_limits<double>::infinity()), g.dtype(), g.device());
-  Tensor log_abs = log(abs(g));
+  const double lowest = dispatch_floating(g.dtype(), "logcumsumexp", [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(std::numeric_limits<T>::lowest());
+  });
+  const Tensor floor = constant(lowest, g);
+  const Tensor one = constant(1.0, g);
   auto part = [&](const Tensor& mask) {
-    Tensor w = sub(where(mask, log_abs, neg_inf), y);
+    Tensor log_g = log(abs(where(mask, g, one)));
+    Tensor w = sub(where(mask, log_g, floor), y);
     Tensor tail = flip(logcumsumexp(flip(w, d), dim), d);  // log sum_{k >= i} |g_k| e^-y_k
     return exp(add(tail, x));
   };
