@@ -87,7 +87,7 @@ void scan_rows(const RowScan<T, Fn>& rs, int64_t outer) {
   for (int64_t r = 0; r < outer; ++r)
     for (int64_t c = 1; c + 1 < chunks; ++c)
       folds[r * chunks + c] = rs.fn(folds[r * chunks + c - 1], folds[r * chunks + c]);
-      // Pass 2.
+  // Pass 2: each chunk rescanned from the fold of the chunks before it.
 #pragma omp parallel for if (parallel) schedule(static)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t r = t / chunks, c = t % chunks;
