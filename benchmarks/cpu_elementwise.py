@@ -31,7 +31,9 @@ def main():
     a, b, m = kiln.from_numpy(a_np), kiln.from_numpy(b_np), kiln.from_numpy(m_np)
     cases = [
         ("add", lambda: a + b, lambda: a_np + b_np),
+        ("mul", lambda: a * b, lambda: a_np * b_np),
         ("exp", lambda: kiln.exp(a), lambda: np.exp(a_np)),
+        ("copy", lambda: a.clone(), lambda: a_np.copy()),
         ("4096x4096 transposed copy", lambda: m.t().contiguous(),
          lambda: np.ascontiguousarray(m_np.T)),
         ("float32 -> float16", lambda: a.half(), lambda: a_np.astype(np.float16)),

@@ -89,6 +89,15 @@ def run(mod, host_only=False):
     ms = device_ms(mod, lambda: softmax(s, -1))
     r["softmax 8192x32768 fp32: GB/s"] = 2 * 4 * s.numel() / (ms * 1e-3) / 1e9
     del s
+    # Scans read and write each element once: [1, 2^24] is one long row (the whole GPU must
+    # work on it), [4096, 4096] many rows (Note [Scan functors]).
+    for shape, label in (((1, 1 << 24), "[1, 2^24]"), ((4096, 4096), "[4096, 4096]")):
+        c = mod.randn(*shape, device="cuda")
+        ms = device_ms(mod, lambda: c.cumsum(1))
+        r[f"cumsum {label} fp32: GB/s"] = 2 * 4 * c.numel() / (ms * 1e-3) / 1e9
+    ms = device_ms(mod, lambda: c.cummax(1))
+    r["cummax [4096, 4096] fp32: GB/s"] = (4 + 4 + 8) * c.numel() / (ms * 1e-3) / 1e9
+    del c
     m = 8192
     ga, gb = mod.randn(m, m, device="cuda"), mod.randn(m, m, device="cuda")
     ms = device_ms(mod, lambda: ga @ gb, iters=10)

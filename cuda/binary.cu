@@ -1,151 +1,31 @@
-// CUDA kernels of the binary elementwise ops and where (Note [CUDA elementwise]).
-#include <cmath>
+// CUDA kernels of the binary elementwise ops and where (Note [CUDA elementwise]): the launch
+// shape around the shared functors (Note [Shared elementwise functors], ops/math/functors.h).
 #include <cstring>
 
+#include "cuda/device_error.cuh"
 #include "cuda/elementwise.cuh"
-#include "ops/activation_grad.h"
 #include "ops/dispatch.h"
+#include "ops/math/functors.h"
 
 namespace kiln::cuda {
 
 namespace {
 
-// Integer division by zero has no exception on the device: it yields 0
-// (the CPU raises); the floor/remainder rules follow Python's signs.
-template <typename T>
-__device__ T int_floor_div(T x, T y) {
-  if (y == 0) return T(0);
-  if constexpr (std::is_signed_v<T>) {
-    if (y == T(-1)) return T(-x);
-    T q = x / y;
-    if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
-    return q;
-  } else {
-    return x / y;
-  }
-}
-
-template <typename T>
-__device__ T int_remainder(T x, T y) {
-  if (y == 0) return T(0);
-  if constexpr (std::is_signed_v<T>) {
-    if (y == T(-1)) return T(0);
-    T r = x % y;
-    if (r != 0 && ((r < 0) != (y < 0))) r += y;
-    return r;
-  } else {
-    return x % y;
-  }
-}
-
-template <typename T>
-__device__ T int_pow(T base, T exp) {
-  // Negative exponents: as int_pow in ops/cpu/binary_kernels.cpp.
-  if constexpr (std::is_signed_v<T>) {
-    if (exp < 0) {
-      if (base == 1) return T(1);
-      if (base == -1) return (exp & 1) ? T(-1) : T(1);
-      return T(0);
-    }
-  }
-  T result = 1;
-  while (exp) {
-    if (exp & 1) result = T(result * base);
-    exp >>= 1;
-    if (exp) base = T(base * base);
-  }
-  return result;
-}
-
-template <typename A>
-__device__ bool is_nan(A v) {
-  if constexpr (std::is_floating_point_v<A>) {
-    return isnan(v);
-  } else {
-    return false;
-  }
-}
-
-// Arithmetic in the accumulation type A (float for half types).
-template <typename A>
-__device__ A arithmetic(BinaryOp op, A x, A y) {
-  switch (op) {
-    case BinaryOp::add: return x + y;
-    case BinaryOp::sub: return x - y;
-    case BinaryOp::mul: return x * y;
-    case BinaryOp::maximum:
-      if (is_nan(x) || is_nan(y)) return is_nan(x) ? x : y;
-      return x > y ? x : y;
-    case BinaryOp::minimum:
-      if (is_nan(x) || is_nan(y)) return is_nan(x) ? x : y;
-      return x < y ? x : y;
-    default:
-      break;
-  }
-  if constexpr (std::is_floating_point_v<A>) {
-    switch (op) {
-      case BinaryOp::div: return x / y;
-      case BinaryOp::floor_divide: return floor(x / y);
-      case BinaryOp::remainder: {
-        A r = fmod(x, y);
-        if (r != A(0) && ((r < A(0)) != (y < A(0)))) r += y;
-        return r;
-      }
-      case BinaryOp::fmod: return fmod(x, y);
-      case BinaryOp::pow: return pow(x, y);
-      case BinaryOp::atan2: return atan2(x, y);
-      case BinaryOp::nextafter: return nextafter(x, y);  // float32/float64 only (front end)
-      default: return activation_grad::apply(op, x, y);
-    }
-  } else {
-    switch (op) {
-      case BinaryOp::floor_divide: return int_floor_div(x, y);
-      case BinaryOp::remainder: return int_remainder(x, y);
-      case BinaryOp::fmod:
-        if constexpr (std::is_signed_v<A>) {
-          if (y == A(-1)) return A(0);
-        }
-        return y == A(0) ? A(0) : A(x % y);
-      case BinaryOp::pow: return int_pow(x, y);
-      case BinaryOp::bitwise_and: return x & y;
-      case BinaryOp::bitwise_or: return x | y;
-      case BinaryOp::bitwise_xor: return x ^ y;
-      default: return x;
-    }
-  }
-}
-
-template <typename A>
-__device__ bool compare(BinaryOp op, A x, A y) {
-  switch (op) {
-    case BinaryOp::eq: return x == y;
-    case BinaryOp::ne: return x != y;
-    case BinaryOp::lt: return x < y;
-    case BinaryOp::le: return x <= y;
-    case BinaryOp::gt: return x > y;
-    case BinaryOp::ge: return x >= y;
-    case BinaryOp::logical_and: return x != A(0) && y != A(0);
-    case BinaryOp::logical_or: return x != A(0) || y != A(0);
-    case BinaryOp::logical_xor: return (x != A(0)) != (y != A(0));
-    default: return false;
-  }
-}
-
-// The op on one pair of elements, in the accumulation type (bool: logical).
+// The op's shared functor (ops/math/functors.h) on one pair of elements, in the accumulation
+// type. The host has checked that the op is defined on T (binary_kernel), so Unsupported never
+// runs; an integer division by zero goes to the device's error record.
 template <typename T>
 struct ArithmeticFn {
   BinaryOp op;
+  RecordZeroDivision sink;
   __device__ T operator()(acc_t<T> x, acc_t<T> y) const {
-    if constexpr (std::is_same_v<T, bool>) {
-      switch (op) {
-        case BinaryOp::add: case BinaryOp::bitwise_or: case BinaryOp::maximum: return x || y;
-        case BinaryOp::mul: case BinaryOp::bitwise_and: case BinaryOp::minimum: return x && y;
-        case BinaryOp::bitwise_xor: return x != y;
-        default: return x;
+    return math::visit_binary<acc_t<T>>(op, sink, [x, y](auto fn) -> T {
+      if constexpr (math::is_unsupported_v<decltype(fn)>) {
+        return static_cast<T>(x);
+      } else {
+        return static_cast<T>(fn(x, y));
       }
-    } else {
-      return static_cast<T>(arithmetic<acc_t<T>>(op, x, y));
-    }
+    });
   }
 };
 
@@ -153,7 +33,13 @@ template <typename T>
 struct CompareFn {
   BinaryOp op;
   __device__ bool operator()(acc_t<T> x, acc_t<T> y) const {
-    return compare<acc_t<T>>(op, x, y);
+    return math::visit_compare<acc_t<T>>(op, [x, y](auto fn) -> bool {
+      if constexpr (math::is_unsupported_v<decltype(fn)>) {
+        return false;
+      } else {
+        return fn(x, y);
+      }
+    });
   }
 };
 
@@ -250,22 +136,27 @@ void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
   const char* name = op_name(op);
   if (out.numel() == 0) return;
   LaunchContext ctx(out);
-  const BinaryKind kind = op_kind(op);
-  if (kind == BinaryKind::Compare) {
+  auto has = [](auto fn) { return !math::is_unsupported_v<decltype(fn)>; };
+  if (op_kind(op) == BinaryKind::Compare) {
     dispatch_all(a.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
+      KILN_CHECK(math::visit_compare<acc_t<T>>(op, has), NotImplemented, "[", name,
+                 "] not implemented for dtype ", a.dtype());
       launch_binary<T, bool>(out, a, b, CompareFn<T>{op}, name, ctx.stream);
     });
   } else {
-    const bool floating = is_floating(out.dtype());
-    KILN_CHECK(!(floating && kind == BinaryKind::Integral), NotImplemented, "[", name,
-               "] not implemented for dtype ", a.dtype());
-    KILN_CHECK(floating || !(op == BinaryOp::div || op == BinaryOp::atan2), NotImplemented, "[",
-               name, "] not implemented for dtype ", a.dtype());
+    // Only integer division and modulo can reach the error record; other ops skip creating it.
+    const bool divides =
+        !is_floating(out.dtype()) &&
+        (op == BinaryOp::floor_divide || op == BinaryOp::remainder || op == BinaryOp::fmod);
+    const RecordZeroDivision sink{divides ? device_error_record(out.device().index) : nullptr,
+                                  op_address(name)};
     // out, not a: a may be a float32 scalar (Note [Reduced-precision scalar operands]).
     dispatch_all(out.dtype(), name, [&](auto tag) {
       using T = device_t<typename decltype(tag)::type>;
-      launch_binary<T, T>(out, a, b, ArithmeticFn<T>{op}, name, ctx.stream);
+      KILN_CHECK(math::visit_binary<acc_t<T>>(op, sink, has), NotImplemented, "[", name,
+                 "] not implemented for dtype ", a.dtype());
+      launch_binary<T, T>(out, a, b, ArithmeticFn<T>{op, sink}, name, ctx.stream);
     });
   }
   KILN_CUDA_CHECK_LAUNCH(name);

@@ -18,8 +18,8 @@
 #include "cuda/check.h"
 #include "cuda/internal.h"
 #include "ops/backend.h"
-#include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
+#include "ops/math/convert.h"
 
 namespace kiln::cuda {
 
@@ -184,8 +184,8 @@ void fill_tensor(const Tensor& dst, Scalar value) {
   uint64_t bits = 0;
   dispatch_all(dst.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T v = value.is_floating() ? cpu::convert<T>(value.to_double())
-                                    : cpu::convert<T>(value.to_int());
+    const T v = value.is_floating() ? math::convert<T>(value.to_double())
+                                    : math::convert<T>(value.to_int());
     std::memcpy(&bits, &v, sizeof(T));
   });
   StridedShape shape = merged_shape(dst, nullptr, "fill_");

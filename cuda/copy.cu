@@ -11,31 +11,13 @@
 #include "cuda/check.h"
 #include "cuda/device_types.cuh"
 #include "cuda/internal.h"
+#include "ops/math/convert.h"
 
 namespace kiln::cuda {
 
 namespace {
 
-template <typename T>
-constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-
-// PyTorch's conversion rules (as ops/cpu/convert.h): to bool means != 0, half types via float.
-template <typename To, typename From>
-__device__ __forceinline__ To convert(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (is_half_v<From>) {
-    return convert<To>(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (std::is_same_v<To, __half>) {
-    return __float2half(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
-    return __float2bfloat16(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
+using math::convert;
 
 template <typename Dst>
 __device__ __forceinline__ Dst load(const void* src, DType dt, int64_t i) {

@@ -147,6 +147,12 @@ struct LaunchContext {
   cudaStream_t stream;
 };
 
+// Scratch bytes on `like`'s device (CUB's temporary storage), from the caching allocator and
+// released to its cache when the tensor goes away.
+inline Tensor scratch(const Tensor& like, size_t bytes) {
+  return make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, like.device());
+}
+
 // Host entry points (registered by install_elementwise_kernels).
 void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in, const UnaryParams& p);
 void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);

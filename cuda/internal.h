@@ -45,8 +45,12 @@ void launch_fill(void* dst, int elem_size, uint64_t bits, int64_t n, const Strid
 // compare-and-swap), fills it in and publishes it (state 2); the host reads and clears it
 // after its next wait on that device (check_device_errors in cuda/runtime.h). Laid out for
 // both sides: plain integers only.
+// Besides bad indices the record takes integer divisions by zero (Note [Shared elementwise
+// functors] in ops/math/functors.h), which raise zero_division_message instead.
+enum class DeviceErrorKind : int32_t { Index, ZeroDivision };
 struct DeviceErrorRecord {
   unsigned int state;  // 0 free, 1 being written by a kernel, 2 published
+  int32_t kind;        // DeviceErrorKind
   int32_t style;       // IndexErrorStyle
   uint64_t op;         // address of the op's name, a string literal on the host
   int64_t index, size, dim;

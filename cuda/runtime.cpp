@@ -85,6 +85,10 @@ void check_device_errors(int device) {
   if (!__atomic_compare_exchange_n(&rec->state, &published, 0u, false, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE))
     return;  // another host thread took it
+  if (static_cast<DeviceErrorKind>(seen.kind) == DeviceErrorKind::ZeroDivision)
+    fail(ErrorKind::Runtime, zero_division_message(reinterpret_cast<const char*>(seen.op)),
+         " (found by a kernel on cuda:", device,
+         " and raised at this synchronization with the host; the op ran asynchronously)");
   fail(ErrorKind::Index,
        index_error_message(reinterpret_cast<const char*>(seen.op),
                            static_cast<IndexErrorStyle>(seen.style), seen.index, seen.size,

@@ -1,12 +1,19 @@
 // CUDA arg-reductions (max/min with indices) and inclusive scans over the
-// rows of a contiguous [outer, n] input (the ops/backend.h contracts).
+// rows of a contiguous [outer, n] input (the ops/backend.h contracts). Scans are
+// CUB's device-wide scan around the shared scan functors (Note [Scan functors]).
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cub/device/device_scan.cuh>
+#include <type_traits>
 
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
 #include "cuda/reduce.cuh"
 #include "ops/dispatch.h"
+#include "ops/math/scan_functors.h"
 
 namespace kiln::cuda {
 
@@ -88,21 +95,6 @@ __global__ void arg_reduce_finish(bool is_max, int64_t rows, int64_t splits, con
   }
 }
 
-// One thread per row: scans are a small share of training time, and a
-// sequential row keeps the float summation order of the CPU kernel.
-template <typename T>
-__global__ void scan_rows(bool is_sum, int64_t outer, int64_t n, T* out, const T* in) {
-  using A = acc_t<T>;
-  KILN_GRID_STRIDE(r, outer) {
-    A acc = is_sum ? A(0) : A(1);
-    for (int64_t j = 0; j < n; ++j) {
-      const A v = static_cast<A>(in[r * n + j]);
-      acc = is_sum ? A(acc + v) : A(acc * v);
-      out[r * n + j] = static_cast<T>(acc);
-    }
-  }
-}
-
 void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
                        const Tensor& in) {
   const int64_t outer = in.size(0), inner = in.size(1);
@@ -134,16 +126,85 @@ void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
   KILN_CUDA_CHECK_LAUNCH(is_max ? "max" : "min");
 }
 
-void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in) {
+// Element i of the flat [outer, n] input as its scan state (Note [Scan functors]).
+template <typename T, typename Fn>
+struct LoadState {
+  const T* in;
+  int64_t n;
+  __host__ __device__ typename Fn::State operator()(int64_t i) const {
+    return Fn::make(static_cast<acc_t<T>>(in[i]), i % n);
+  }
+};
+
+template <typename T>
+struct ToAcc {
+  __host__ __device__ acc_t<T> operator()(T x) const { return static_cast<acc_t<T>>(x); }
+};
+
+// The row of flat element i: the key that restarts the scan at each row.
+struct RowOf {
+  int64_t n;
+  __host__ __device__ int64_t operator()(int64_t i) const { return i / n; }
+};
+
+template <typename S, typename T>
+__global__ void split_states(int64_t total, const S* states, T* values, int64_t* indices) {
+  KILN_GRID_STRIDE(i, total) {
+    values[i] = static_cast<T>(states[i].value);
+    indices[i] = states[i].index;
+  }
+}
+
+// CUB's device-wide scan (decoupled look-back: one pass, every SM busy, however few rows):
+// a plain scan for one row, a scan by row key for several.
+template <typename In, typename Out, typename Fn>
+void cub_scan(In in, Out out, Fn fn, int64_t outer, int64_t n, const Tensor& like,
+              cudaStream_t stream, const char* name) {
+  const int64_t total = outer * n;
+  size_t bytes = 0;
+  auto run = [&](void* temp) {
+    if (outer == 1) return cub::DeviceScan::InclusiveScan(temp, bytes, in, out, fn, total, stream);
+    auto keys = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), RowOf{n});
+    return cub::DeviceScan::InclusiveScanByKey(temp, bytes, keys, in, out, fn, total,
+                                               ::cuda::std::equal_to<>(), stream);
+  };
+  KILN_CUDA_CHECK(run(nullptr), name);
+  Tensor temp = scratch(like, bytes);
+  KILN_CUDA_CHECK(run(temp.data_ptr()), name);
+}
+
+void scan_kernel(ScanOp op, const Tensor& out, const Tensor& indices, const Tensor& in) {
   const int64_t outer = in.size(0), n = in.size(1);
   if (outer == 0 || n == 0) return;
   LaunchContext ctx(out);
-  const char* name = op == ReduceOp::Sum ? "cumsum" : "cumprod";
-  dispatch_numeric(in.dtype(), name, [&](auto tag) {
+  const char* name = math::scan_op_name(op);
+  dispatch_all(in.dtype(), name, [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
-    scan_rows<T><<<grid_for(outer), kThreads, 0, ctx.stream>>>(
-        op == ReduceOp::Sum, outer, n, static_cast<T*>(out.data_ptr()),
-        static_cast<const T*>(in.data_ptr()));
+    using A = acc_t<T>;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    math::visit_scan<A>(op, [&](auto fn) {
+      using Fn = decltype(fn);
+      if constexpr (math::is_unsupported_v<Fn>) {
+        fail(ErrorKind::NotImplemented, "[", name, "] not implemented for dtype ", in.dtype());
+      } else if constexpr (Fn::indexed) {
+        // Value and index travel together; CUB writes the pairs, one pass splits them.
+        using S = typename Fn::State;
+        const int64_t total = outer * n;
+        Tensor states = scratch(in, sizeof(S) * static_cast<size_t>(total));
+        S* st = static_cast<S*>(states.data_ptr());
+        auto load = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0),
+                                                    LoadState<T, Fn>{src, n});
+        cub_scan(load, st, fn, outer, n, in, ctx.stream, name);
+        split_states<<<grid_for(total), kThreads, 0, ctx.stream>>>(total, st, dst,
+                                                                   indices.data<int64_t>());
+      } else if constexpr (std::is_same_v<T, A>) {
+        cub_scan(src, dst, fn, outer, n, in, ctx.stream, name);
+      } else {
+        cub_scan(thrust::make_transform_iterator(src, ToAcc<T>{}), dst, fn, outer, n, in,
+                 ctx.stream, name);
+      }
+    });
   });
   KILN_CUDA_CHECK_LAUNCH(name);
 }

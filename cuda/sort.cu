@@ -13,11 +13,6 @@ namespace kiln::cuda {
 
 namespace {
 
-// Scratch bytes on `like`'s device, released to the cache when it goes away.
-Tensor scratch(const Tensor& like, size_t bytes) {
-  return make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, like.device());
-}
-
 // Sort keys are unsigned integers whose order is the value order PyTorch
 // uses: every NaN above +inf, -0.0 equal to +0.0, signed integers offset so
 // negatives come first. CUB's segmented sort compares keys (small segments

@@ -5,20 +5,15 @@
 
 #include <cmath>
 
+#include "ops/math/host_device.h"
 #include "ops/op_table.h"
-
-#if defined(__CUDACC__)
-#define KILN_ACT_HD __host__ __device__ __forceinline__
-#else
-#define KILN_ACT_HD inline
-#endif
 
 namespace kiln::activation_grad {
 
 // g * f'(v): v is the activation's input for gelu/silu and its result for
 // sigmoid, tanh and relu (the values their backward rules save).
 template <typename A>
-KILN_ACT_HD A apply(BinaryOp op, A g, A v) {
+KILN_HD A apply(BinaryOp op, A g, A v) {
   using std::erf;
   using std::exp;
   using std::tanh;

@@ -1,5 +1,7 @@
 #include "ops/backend.h"
 
+#include <cstring>
+
 #include "ops/cpu/kernels.h"
 #ifdef KILN_WITH_CUDA
 #include "cuda/device.h"
@@ -59,6 +61,12 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   // The linalg_* families are CPU-only on purpose: CUDA inputs run them through the CPU
   // (Note [CUDA linear algebra through the CPU], ops/linalg_decomp.cpp).
   return missing;
+}
+
+std::string zero_division_message(const char* op) {
+  const bool division = std::strcmp(op, "floor_divide") == 0;
+  return str_cat("[", op, "] ZeroDivisionError: integer ", division ? "division" : "modulo",
+                 " by zero");
 }
 
 std::string index_error_message(const char* op, IndexErrorStyle style, int64_t index, int64_t size,

@@ -17,6 +17,9 @@
 namespace kiln {
 
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, All, Any };
+// The combine step of a scan (ops/math/scan_functors.h): cumsum, cumprod, cummax, cummin,
+// logcumsumexp.
+enum class ScanOp : int8_t { Sum, Prod, Max, Min, LogSumExp };
 // How index_put combines a value with the element already there.
 enum class PutOp : int8_t { Assign, Add, Mul };
 
@@ -44,6 +47,10 @@ enum class IndexErrorStyle : int8_t { Dim, Self, Flat, Rows, Classes };
 // runtime's deferred errors (Note [Deferred index errors], ops/index.cpp) take it from.
 std::string index_error_message(const char* op, IndexErrorStyle style, int64_t index, int64_t size,
                                 int64_t dim);
+// "[op] ZeroDivisionError: integer division (or modulo) by zero": the CPU raises it at once, a
+// CUDA kernel records it and kiln raises it at the next synchronization (Note [Shared
+// elementwise functors], ops/math/functors.h).
+std::string zero_division_message(const char* op);
 
 // What the index_check family checks, and what it writes (Note [Deferred index errors]).
 struct IndexCheck {
@@ -130,9 +137,11 @@ struct Backend {
   // dtype) and indices[i] (int64) of the first extreme element; a NaN counts as the extreme.
   void (*arg_reduce)(ReduceOp op, const Tensor& values, const Tensor& indices,
                      const Tensor& in) = nullptr;
-  // Inclusive Sum/Prod scan along each row of a contiguous [outer, n] input; out has in's
-  // shape and dtype.
-  void (*scan)(ReduceOp op, const Tensor& out, const Tensor& in) = nullptr;
+  // Inclusive scan along each row of a contiguous [outer, n] input with the op's functor (Note
+  // [Scan functors], ops/math/scan_functors.h); out has in's shape and dtype. Max/Min also
+  // write the running extreme's position to indices (int64, contiguous, in's shape); the other
+  // ops get an undefined indices.
+  void (*scan)(ScanOp op, const Tensor& out, const Tensor& indices, const Tensor& in) = nullptr;
   // out[i, :] = src[index[i], :]; out and src contiguous 2-D of one dtype, index
   // contiguous 1-D int64 with values in [0, src.size(0)) or (GPU backends) negative, the
   // mark of a failed device-side check (Note [Deferred index errors]): a zero row.

@@ -11,11 +11,11 @@
 #include "ops/backend.h"
 #include "ops/binary.h"
 #include "ops/copy.h"
-#include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/export_trace.h"
 #include "ops/reduce.h"
+#include "ops/math/convert.h"
 
 namespace kiln {
 
@@ -98,12 +98,12 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
         // when end - start does, but start + i * step lies between the two.
         const auto v = static_cast<uint64_t>(start.to_int()) +
                        static_cast<uint64_t>(i) * static_cast<uint64_t>(step.to_int());
-        p[i] = cpu::convert<T>(static_cast<int64_t>(v));
+        p[i] = math::convert<T>(static_cast<int64_t>(v));
       } else {
         // Rounded after the product, as the device path's separate mul and add kernels do
         // (under capture): a compiler may otherwise fuse this into one fma.
         volatile double product = static_cast<double>(i) * st;
-        p[i] = cpu::convert<T>(s + product);
+        p[i] = math::convert<T>(s + product);
       }
     }
   });

@@ -4,13 +4,8 @@
 // addcdiv orderings), with A the accumulation type (float for float/half, double for double).
 #pragma once
 
+#include "ops/math/host_device.h"
 #include "ops/optim.h"
-
-#if defined(__CUDACC__)
-#define KILN_OPTIM_HD __host__ __device__ __forceinline__
-#else
-#define KILN_OPTIM_HD inline
-#endif
 
 namespace kiln::optim_math {
 
@@ -45,7 +40,7 @@ Consts<A> make_consts(const OptimizerStep& s) {
 }
 
 template <typename A>
-KILN_OPTIM_HD A sqrt_of(A x) {
+KILN_HD A sqrt_of(A x) {
 #if defined(__CUDA_ARCH__)
   return sqrt(x);
 #else
@@ -53,7 +48,7 @@ KILN_OPTIM_HD A sqrt_of(A x) {
 #endif
 }
 template <>
-KILN_OPTIM_HD float sqrt_of(float x) {
+KILN_HD float sqrt_of(float x) {
 #if defined(__CUDA_ARCH__)
   return sqrtf(x);
 #else
@@ -65,14 +60,14 @@ KILN_OPTIM_HD float sqrt_of(float x) {
 // for larger w it differs from PyTorch's other-end formula by rounding only. No branch, so
 // CPU loops vectorize.
 template <typename A>
-KILN_OPTIM_HD A lerp(A self, A end, A w) {
+KILN_HD A lerp(A self, A end, A w) {
   return self + w * (end - self);
 }
 
 // keep/take: {0, 1} for a new momentum buffer (it becomes the gradient; PyTorch's first step),
 // else {momentum, 1 - dampening}. The new buffer must hold finite values (zeros).
 template <typename A, bool Momentum, bool Nesterov>
-KILN_OPTIM_HD void sgd(A& p, A g, A& buf, const Consts<A>& c, A keep, A take) {
+KILN_HD void sgd(A& p, A g, A& buf, const Consts<A>& c, A keep, A take) {
   g = g * c.sign + c.weight_decay * p;
   if constexpr (Momentum) {
     buf = buf * keep + take * g;
@@ -86,8 +81,8 @@ KILN_OPTIM_HD void sgd(A& p, A g, A& buf, const Consts<A>& c, A keep, A take) {
 }
 
 template <typename A, bool Amsgrad>
-KILN_OPTIM_HD void adam(A& p, A g, A& m, A& v, A& vmax, const Consts<A>& c, A step_size,
-                        A bias_correction2_sqrt) {
+KILN_HD void adam(A& p, A g, A& m, A& v, A& vmax, const Consts<A>& c, A step_size,
+                  A bias_correction2_sqrt) {
   g = g * c.sign;
   p = p * c.param_scale;
   g = g + c.weight_decay * p;
@@ -103,7 +98,7 @@ KILN_OPTIM_HD void adam(A& p, A g, A& m, A& v, A& vmax, const Consts<A>& c, A st
 }
 
 template <typename A, bool Centered, bool Momentum>
-KILN_OPTIM_HD void rmsprop(A& p, A g, A& square_avg, A& buf, A& grad_avg, const Consts<A>& c) {
+KILN_HD void rmsprop(A& p, A g, A& square_avg, A& buf, A& grad_avg, const Consts<A>& c) {
   g = g * c.sign + c.weight_decay * p;
   square_avg = square_avg * c.alpha + c.alpha_c * g * g;
   A avg;
@@ -123,7 +118,7 @@ KILN_OPTIM_HD void rmsprop(A& p, A g, A& square_avg, A& buf, A& grad_avg, const 
 }
 
 template <typename A>
-KILN_OPTIM_HD void adagrad(A& p, A g, A& sum, const Consts<A>& c, A clr) {
+KILN_HD void adagrad(A& p, A g, A& sum, const Consts<A>& c, A clr) {
   g = g * c.sign + c.weight_decay * p;
   sum = sum + g * g;
   const A std = sqrt_of(sum) + c.eps;

@@ -12,11 +12,7 @@
 #include <array>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define KILN_HOST_DEVICE __host__ __device__
-#else
-#define KILN_HOST_DEVICE
-#endif
+#include "ops/math/host_device.h"
 
 namespace kiln {
 
@@ -26,7 +22,7 @@ struct PhiloxState {
 };
 
 // Four 32-bit words for counter `counter` under key `seed`.
-KILN_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t counter) {
+KILN_HD std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t counter) {
   uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
   uint32_t c2 = 0, c3 = 0;
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
@@ -46,14 +42,12 @@ KILN_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64
 }
 
 // A uniform double in [0, 1) with 53 random bits from two words.
-KILN_HOST_DEVICE inline double philox_unit(uint32_t hi, uint32_t lo) {
+KILN_HD double philox_unit(uint32_t hi, uint32_t lo) {
   const uint64_t bits = ((uint64_t{hi} << 32) | lo) >> 11;
   return static_cast<double>(bits) * (1.0 / 9007199254740992.0);
 }
 
 // A uniform 64-bit integer from two words.
-KILN_HOST_DEVICE inline uint64_t philox_u64(uint32_t hi, uint32_t lo) {
-  return (uint64_t{hi} << 32) | lo;
-}
+KILN_HD uint64_t philox_u64(uint32_t hi, uint32_t lo) { return (uint64_t{hi} << 32) | lo; }
 
 }  // namespace kiln

@@ -12,30 +12,31 @@
 
 #include <cstdint>
 
+#include "ops/math/host_device.h"
 #include "ops/philox.h"
 
 namespace kiln {
 
 constexpr uint64_t kRelativePhilox = uint64_t{1} << 63;
 
-KILN_HOST_DEVICE inline PhiloxState relative_philox(const uint64_t* base, uint64_t offset) {
+KILN_HD PhiloxState relative_philox(const uint64_t* base, uint64_t offset) {
   return {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), offset | kRelativePhilox};
 }
 
-KILN_HOST_DEVICE inline bool is_relative(const PhiloxState& s) {
+KILN_HD bool is_relative(const PhiloxState& s) {
   return (s.offset & kRelativePhilox) != 0;
 }
 
 // The device buffer and the counter within it of a relative state.
-KILN_HOST_DEVICE inline const uint64_t* relative_base(const PhiloxState& s) {
+KILN_HD const uint64_t* relative_base(const PhiloxState& s) {
   return reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(s.seed));
 }
-KILN_HOST_DEVICE inline uint64_t relative_offset(const PhiloxState& s) {
+KILN_HD uint64_t relative_offset(const PhiloxState& s) {
   return s.offset & ~kRelativePhilox;
 }
 
 // The absolute state of `s`. A relative one is read from device memory: device code only.
-KILN_HOST_DEVICE inline PhiloxState philox_resolve(PhiloxState s) {
+KILN_HD PhiloxState philox_resolve(PhiloxState s) {
   if (!is_relative(s)) return s;
   const uint64_t* base = relative_base(s);
   return {base[0], base[1] + relative_offset(s)};

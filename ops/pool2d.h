@@ -9,14 +9,9 @@
 #pragma once
 
 #include <cmath>
-
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define KILN_POOL_HD __host__ __device__ __forceinline__
-#else
-#define KILN_POOL_HD inline
-#endif
+#include "ops/math/host_device.h"
 
 namespace kiln {
 
@@ -35,10 +30,10 @@ struct Pool2dParams {
 
   // Element offset of (n, c, h, w) in a tensor laid out like the input (h, w < H, W) or
   // output (OH, OW).
-  KILN_POOL_HD int64_t in_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
+  KILN_HD int64_t in_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
     return channels_last ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
   }
-  KILN_POOL_HD int64_t out_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
+  KILN_HD int64_t out_offset(int64_t n, int64_t c, int64_t h, int64_t w) const {
     return channels_last ? ((n * OH + h) * OW + w) * C + c : ((n * C + c) * OH + h) * OW + w;
   }
 };
@@ -46,9 +41,8 @@ struct Pool2dParams {
 // Splits a flat NCHW- or NHWC-ordered index over [N, C, A, B] into its coordinates. I is the
 // division type: the CUDA kernels use 32 bits when the index fits (64-bit division is slow).
 template <typename I>
-KILN_POOL_HD void unflatten_index(int64_t flat, int64_t C_, int64_t A_, int64_t B_,
-                                  bool channels_last, int64_t& n, int64_t& c, int64_t& a,
-                                  int64_t& b) {
+KILN_HD void unflatten_index(int64_t flat, int64_t C_, int64_t A_, int64_t B_, bool channels_last,
+                             int64_t& n, int64_t& c, int64_t& a, int64_t& b) {
   I i = static_cast<I>(flat);
   const I C = static_cast<I>(C_), A = static_cast<I>(A_), B = static_cast<I>(B_);
   if (channels_last) {
@@ -74,8 +68,8 @@ struct AvgWindow {
   int64_t start, end, padded;
 };
 
-KILN_POOL_HD AvgWindow avg_window(int64_t o, int64_t in, int64_t out, int64_t k, int64_t s,
-                                  int64_t p, bool adaptive) {
+KILN_HD AvgWindow avg_window(int64_t o, int64_t in, int64_t out, int64_t k, int64_t s, int64_t p,
+                             bool adaptive) {
   if (adaptive) {
     const int64_t a = o * in / out, b = ((o + 1) * in + out - 1) / out;
     return {a, b, b - a};
@@ -88,7 +82,7 @@ KILN_POOL_HD AvgWindow avg_window(int64_t o, int64_t in, int64_t out, int64_t k,
   return {a, b, padded};
 }
 
-KILN_POOL_HD int64_t avg_divisor(const Pool2dParams& p, const AvgWindow& wh, const AvgWindow& ww) {
+KILN_HD int64_t avg_divisor(const Pool2dParams& p, const AvgWindow& wh, const AvgWindow& ww) {
   if (p.divisor != 0) return p.divisor;
   if (p.count_include_pad && !p.adaptive) return wh.padded * ww.padded;
   return (wh.end - wh.start) * (ww.end - ww.start);
@@ -98,8 +92,8 @@ KILN_POOL_HD int64_t avg_divisor(const Pool2dParams& p, const AvgWindow& wh, con
 // plane; read(h, w) gives an input value in the accumulation type A. The first
 // maximum wins; a NaN beats everything and then stays (CPU and CUDA alike).
 template <typename A, typename Read>
-KILN_POOL_HD void window_max(const Pool2dParams& p, int64_t oh, int64_t ow, Read read, A& best,
-                             int64_t& arg) {
+KILN_HD void window_max(const Pool2dParams& p, int64_t oh, int64_t ow, Read read, A& best,
+                        int64_t& arg) {
   arg = -1;
   best = -static_cast<A>(INFINITY);
   for (int64_t a = 0; a < p.kh; ++a) {
@@ -123,8 +117,8 @@ struct OutRange {
   int64_t first, last;
 };
 
-KILN_POOL_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t k, int64_t s,
-                                     int64_t p, bool adaptive) {
+KILN_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t k, int64_t s, int64_t p,
+                                bool adaptive) {
   if (adaptive) return {i * out / in, ((i + 1) * out + in - 1) / in - 1};
   const int64_t first = i + p < k ? 0 : (i + p - k) / s + 1;
   const int64_t last = (i + p) / s < out - 1 ? (i + p) / s : out - 1;
@@ -134,7 +128,7 @@ KILN_POOL_HD OutRange avg_outputs_of(int64_t i, int64_t in, int64_t out, int64_t
 // Max pooling windows span (k - 1) * d + 1 positions. I is the arithmetic type: the CUDA
 // backward uses 32 bits when every index fits (its two divisions dominate the kernel in 64).
 template <typename I = int64_t>
-KILN_POOL_HD OutRange max_outputs_of(I i, I out, I k, I s, I p, I d) {
+KILN_HD OutRange max_outputs_of(I i, I out, I k, I s, I p, I d) {
   const I span = (k - 1) * d;
   const I first = i + p < span ? I(0) : (i + p - span + s - 1) / s;
   const I last = (i + p) / s < out - 1 ? (i + p) / s : out - 1;

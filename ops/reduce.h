@@ -79,5 +79,11 @@ Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
 // Inclusive scans along `dim`; integer and bool inputs accumulate in int64.
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// Running max / min along `dim` and the index each value came from: on ties the last index,
+// and a NaN propagates with the index of the latest NaN (PyTorch's rules).
+std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim);
+std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
+// log(cumsum(exp(x))) along `dim`, without overflow; floating inputs only.
+Tensor logcumsumexp(const Tensor& x, int64_t dim);
 
 }  // namespace kiln

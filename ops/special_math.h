@@ -6,11 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#if defined(__CUDACC__)
-#define KILN_SPECIAL_HD __host__ __device__ __forceinline__
-#else
-#define KILN_SPECIAL_HD inline
-#endif
+#include "ops/math/host_device.h"
 
 namespace kiln::special_math {
 
@@ -20,7 +16,7 @@ constexpr double kPi = 3.14159265358979323846;
 // psi(x) = psi(x + 1) - 1/x lifts x to >= 10, where the asymptotic series in 1/x^2
 // has converged to double precision after seven terms.
 template <typename A>
-KILN_SPECIAL_HD A digamma(A x) {
+KILN_HD A digamma(A x) {
   using std::floor;
   using std::log;
   using std::signbit;
@@ -55,7 +51,7 @@ KILN_SPECIAL_HD A digamma(A x) {
 // its Euler-Maclaurin tail, whose Bernoulli terms shrink by about
 // ((n + 2k) / (2 pi x))^2 each, so eight of them reach double precision.
 template <typename A>
-KILN_SPECIAL_HD A polygamma(int n, A x) {
+KILN_HD A polygamma(int n, A x) {
   using std::floor;
   using std::pow;
   const A inf = std::numeric_limits<A>::infinity();
@@ -87,7 +83,7 @@ KILN_SPECIAL_HD A polygamma(int n, A x) {
 // erf^-1(y): Giles' single-precision approximation in w = -log(1 - y^2), then Newton
 // steps on erf(x) = y to the working precision of A.
 template <typename A>
-KILN_SPECIAL_HD A erfinv(A y) {
+KILN_HD A erfinv(A y) {
   using std::erf;
   using std::erfc;
   using std::exp;
@@ -150,7 +146,7 @@ KILN_SPECIAL_HD A erfinv(A y) {
 // a term no longer changes it (about x/2 + a few sqrt(x) terms; the values
 // overflow float64 before x reaches 720, where that is ~450 terms).
 template <typename A>
-KILN_SPECIAL_HD A bessel_series(A x, int order) {
+KILN_HD A bessel_series(A x, int order) {
   const A q = x * x / A(4);
   A term = 1, sum = 1;
   for (int k = 1; k < 1000; ++k) {
@@ -163,14 +159,14 @@ KILN_SPECIAL_HD A bessel_series(A x, int order) {
 }
 
 template <typename A>
-KILN_SPECIAL_HD A i0(A x) {
+KILN_HD A i0(A x) {
   using std::isnan;
   if (isnan(x)) return x;
   return bessel_series(x, 0);
 }
 
 template <typename A>
-KILN_SPECIAL_HD A i1(A x) {
+KILN_HD A i1(A x) {
   using std::isnan;
   if (isnan(x)) return x;
   return x / A(2) * bessel_series(x, 1);

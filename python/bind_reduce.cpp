@@ -246,6 +246,18 @@ void init_reduce(py::module_& m, TensorClass& cls) {
     m.def(name, fn, py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
     cls.def(name, fn, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
   }
+  for (bool is_max : {true, false}) {
+    const char* name = is_max ? "cummax" : "cummin";
+    auto fn = [is_max, result_type = values_indices_type(name)](const Tensor& x, int64_t dim) {
+      auto [values, indices] = is_max ? cummax(x, dim) : cummin(x, dim);
+      return result_type(values, indices);
+    };
+    m.def(name, fn, py::arg("input"), py::arg("dim"));
+    cls.def(name, fn, py::arg("dim"));
+  }
+  auto lcse_fn = [](const Tensor& x, int64_t dim) { return logcumsumexp(x, dim); };
+  m.def("logcumsumexp", lcse_fn, py::arg("input"), py::arg("dim"));
+  cls.def("logcumsumexp", lcse_fn, py::arg("dim"));
   init_reduce_extra(m, cls);
 }
 

@@ -10,9 +10,9 @@
 #include "core/flags.h"
 #include "ops/backend.h"
 #include "ops/copy.h"
-#include "ops/cpu/convert.h"
 #include "ops/dispatch.h"
 #include "ops/export_trace.h"
+#include "ops/math/convert.h"
 #include "python/casters.h"
 
 namespace kiln::python {
@@ -232,7 +232,7 @@ Tensor tensor_from_data(py::handle data, std::optional<DType> dtype, const char*
     for (size_t i = 0; i < leaves.values.size(); ++i) {
       const Scalar& s = leaves.values[i];
       if (check) check_scalar_fits(s, dt, op);
-      p[i] = s.is_floating() ? cpu::convert<T>(s.to_double()) : cpu::convert<T>(s.to_int());
+      p[i] = s.is_floating() ? math::convert<T>(s.to_double()) : math::convert<T>(s.to_int());
     }
   });
   return out;

@@ -40,7 +40,7 @@ LAYERS = [
     ("core", ["core/"], []),
     ("contract", [
         "ops/activation_grad.h", "ops/attention.h", "ops/backend.h", "ops/conv_backend.h",
-        "ops/cpu/convert.h", "ops/dispatch.h", "ops/generator.h", "ops/generator.cpp",
+        "ops/math/", "ops/dispatch.h", "ops/generator.h", "ops/generator.cpp",
         "ops/linear_backend.h", "ops/op_table.h", "ops/optim.h", "ops/optim_math.h",
         "ops/philox.h", "ops/philox_capture.h", "ops/pool2d.h", "ops/special_math.h",
     ], ["core"]),

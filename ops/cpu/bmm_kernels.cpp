@@ -4,10 +4,10 @@
 #include <Eigen/Core>
 #include <type_traits>
 
-#include "ops/cpu/convert.h"
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
 #include "ops/linear_backend.h"
+#include "ops/math/convert.h"
 
 namespace kiln::cpu {
 

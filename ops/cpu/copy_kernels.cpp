@@ -1,8 +1,8 @@
 // copy (with dtype conversion), fill and where.
-#include "ops/cpu/convert.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/dispatch.h"
+#include "ops/math/convert.h"
 
 namespace kiln::cpu {
 
@@ -11,7 +11,7 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
     using To = typename decltype(to_tag)::type;
     dispatch_all(src.dtype(), "copy_", [&](auto from_tag) {
       using From = typename decltype(from_tag)::type;
-      unary_loop<To, From>(dst, src, [](From v) { return convert<To>(v); });
+      unary_loop<To, From>(dst, src, [](From v) { return math::convert<To>(v); });
     });
   });
 }
@@ -19,7 +19,8 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
 void fill_kernel(const Tensor& dst, Scalar value) {
   dispatch_all(dst.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T v = value.is_floating() ? convert<T>(value.to_double()) : convert<T>(value.to_int());
+    const T v = value.is_floating() ? math::convert<T>(value.to_double())
+                                    : math::convert<T>(value.to_int());
     size_t sz[1] = {sizeof(T)};
     strided_for_each<1>(dst.sizes(), {static_cast<char*>(dst.data_ptr())}, {&dst.strides()}, sz,
                         [&](char** p, const int64_t* s, int64_t n) {

@@ -29,7 +29,7 @@ void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams
 void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in, const RandomParams& p);
 void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
                        const Tensor& in);
-void scan_kernel(ReduceOp op, const Tensor& out, const Tensor& in);
+void scan_kernel(ScanOp op, const Tensor& out, const Tensor& indices, const Tensor& in);
 void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index);
 void optimizer_step_kernel(const OptimizerStep& step);

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/cpu/convert.h"
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
+#include "ops/math/convert.h"
 #include "ops/philox.h"
 
 namespace kiln::cpu {
@@ -53,7 +53,7 @@ double unit_for(const Words& w, int j) {
 // The largest T below v (v finite and not the lowest value).
 template <typename T>
 T step_down(T v) {
-  if constexpr (is_half_v<T>) {
+  if constexpr (math::is_half_v<T>) {
     const auto bits = Eigen::numext::bit_cast<uint16_t>(v);
     // Sign-magnitude: moving toward -inf shrinks positives and grows negatives.
     return Eigen::numext::bit_cast<T>(static_cast<uint16_t>(
@@ -68,7 +68,7 @@ void uniform(const Tensor& out, const RandomParams& p) {
   T* o = out.data<T>();
   const double lo = p.a, hi = p.b, width = p.b - p.a;
   for_each_group<uniform_group<T>()>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
-    T v = convert<T>(lo + width * unit_for<T>(w, j));
+    T v = math::convert<T>(lo + width * unit_for<T>(w, j));
     // Rounding of lo + width * u can land on the excluded upper bound.
     while (width > 0 && static_cast<double>(v) >= hi) v = step_down(v);
     o[i] = v;
@@ -85,7 +85,8 @@ void normal(const Tensor& out, const RandomParams& p) {
     // Box-Muller: the pair (r cos t, r sin t); u1 in (0, 1] keeps the log finite.
     const M r = std::sqrt(M(-2) * std::log(static_cast<M>(1.0 - philox_unit(w[0], w[1]))));
     const M t = static_cast<M>(kTwoPi * philox_unit(w[2], w[3]));
-    o[i] = convert<T>(mean + std * static_cast<double>(r * (j == 0 ? std::cos(t) : std::sin(t))));
+    o[i] = math::convert<T>(mean +
+                            std * static_cast<double>(r * (j == 0 ? std::cos(t) : std::sin(t))));
   });
 }
 
@@ -94,7 +95,7 @@ void exponential(const Tensor& out, const RandomParams& p) {
   T* o = out.data<T>();
   const double rate = p.a;
   for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
-    o[i] = convert<T>(-std::log1p(-philox_unit(w[2 * j], w[2 * j + 1])) / rate);
+    o[i] = math::convert<T>(-std::log1p(-philox_unit(w[2 * j], w[2 * j + 1])) / rate);
   });
 }
 
@@ -123,7 +124,7 @@ void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p) {
         T* o = out.data<T>();
         const double prob = p.a;
         for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
-          o[i] = convert<T>(philox_unit(w[2 * j], w[2 * j + 1]) < prob ? 1 : 0);
+          o[i] = math::convert<T>(philox_unit(w[2 * j], w[2 * j + 1]) < prob ? 1 : 0);
         });
       });
       return;
@@ -136,7 +137,7 @@ void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p) {
           // Modulo bias is below 2^-32 for ranges under 2^32.
           uint64_t r = philox_u64(w[2 * j], w[2 * j + 1]);
           if (range != 0) r %= range;
-          o[i] = convert<T>(static_cast<int64_t>(low + r));
+          o[i] = math::convert<T>(static_cast<int64_t>(low + r));
         });
       });
       return;
@@ -152,7 +153,7 @@ void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams
       T* o = out.data<T>();
       for_each_group<2>(out.numel(), p.state, [=](int64_t i, const Words& w, int j) {
         const double u = philox_unit(w[2 * j], w[2 * j + 1]);
-        o[i] = convert<T>(u < static_cast<double>(prob[i]) ? 1 : 0);
+        o[i] = math::convert<T>(u < static_cast<double>(prob[i]) ? 1 : 0);
       });
     });
   });

@@ -1,7 +1,7 @@
 // tril / triu.
-#include "ops/cpu/convert.h"
 #include "ops/cpu/kernels.h"
 #include "ops/dispatch.h"
+#include "ops/math/convert.h"
 
 namespace kiln::cpu {
 
@@ -12,7 +12,7 @@ void triangle_kernel(const Tensor& out, const Tensor& in, int64_t diagonal, bool
     using T = typename decltype(tag)::type;
     const T* src = in.data<T>();
     T* dst = out.data<T>();
-    const T zero = convert<T>(0);
+    const T zero = math::convert<T>(0);
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < rows; ++i) {
         const int64_t row = (b * rows + i) * cols;

@@ -144,7 +144,7 @@ def test_int_pow():
     # As PyTorch: a negative Python exponent raises, a negative tensor exponent truncates.
     with pytest.raises(RuntimeError, match=r"\[pow\].*negative"):
         kiln.tensor([2, 3]) ** -1
-    assert (kiln.tensor([2, 3]) ** kiln.tensor([1, -1])).tolist() == [2, 0]
+    assert (kiln.tensor([2, 3, -1]) ** kiln.tensor([1, -1, -3])).tolist() == [2, 0, -1]
 
 
 # ---------------------------------------------------------------- promotion

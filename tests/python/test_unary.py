@@ -8,65 +8,18 @@ import pytest
 
 import kiln
 from helpers import NP_DTYPE, assert_close, gradcheck, noncontig, rand
+from unary_cases import UNARY, erf
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-# name -> (NumPy reference, low, high): the sampling domain keeps the op
-# finite and away from kinks so the same data serves gradcheck.
-UNARY = {
-    "neg": (np.negative, -2, 2),
-    "abs": (np.abs, 0.1, 2),
-    "sign": (np.sign, -2, 2),
-    "exp": (np.exp, -2, 2),
-    "exp2": (np.exp2, -2, 2),
-    "log": (np.log, 0.1, 3),
-    "log2": (np.log2, 0.1, 3),
-    "log10": (np.log10, 0.1, 3),
-    "log1p": (np.log1p, -0.5, 3),
-    "expm1": (np.expm1, -2, 2),
-    "sqrt": (np.sqrt, 0.1, 3),
-    "rsqrt": (lambda x: 1 / np.sqrt(x), 0.1, 3),
-    "reciprocal": (np.reciprocal, 0.5, 3),
-    "sin": (np.sin, -3, 3),
-    "cos": (np.cos, -3, 3),
-    "tan": (np.tan, -1.2, 1.2),
-    "tanh": (np.tanh, -2, 2),
-    "sigmoid": (_sigmoid, -3, 3),
-    "erf": (_erf, -2, 2),
-    "relu": (lambda x: np.maximum(x, 0), -2, 2),
-    "square": (np.square, -2, 2),
-    "asin": (np.arcsin, -0.9, 0.9),
-    "acos": (np.arccos, -0.9, 0.9),
-    "atan": (np.arctan, -3, 3),
-    "sinh": (np.sinh, -2, 2),
-    "cosh": (np.cosh, -2, 2),
-    "asinh": (np.arcsinh, -3, 3),
-    "acosh": (np.arccosh, 1.1, 3),
-    "atanh": (np.arctanh, -0.9, 0.9),
-    "silu": (lambda x: x * _sigmoid(x), -3, 3),
-    "floor": (np.floor, -3, 3),
-    "ceil": (np.ceil, -3, 3),
-    "round": (np.round, -3, 3),
-    "trunc": (np.trunc, -3, 3),
-    "logical_not": (np.logical_not, -2, 2),
-    "isnan": (np.isnan, -2, 2),
-    "isinf": (np.isinf, -2, 2),
-    "isfinite": (np.isfinite, -2, 2),
-}
 # bitwise_not has no float semantics; it is tested on integers below.
 INTEGER_ONLY = {"bitwise_not": np.invert}
 PARAMETRIC = ["gelu", "gelu_tanh", "leaky_relu", "elu", "softplus", "nan_to_num", "clamp"]
 # Special functions, tested against their own references in test_special_math.py.
 SPECIAL = {"signbit", "lgamma", "digamma", "erfc", "erfinv", "i0", "polygamma", "i1"}
 
-# Ops whose result keeps an integer input's dtype (UnaryKind::Same).
-SAME_KIND = {"neg", "abs", "sign", "relu", "square", "floor", "ceil", "round", "trunc"}
-BOOL_KIND = {"logical_not", "isnan", "isinf", "isfinite"}
+# Result dtype kinds from the op table (UnaryKind): Same keeps an integer input's dtype.
+_KIND = kiln._C._op_table()["unary"]
+SAME_KIND = {name for name in UNARY if _KIND[name] == "Same"}
+BOOL_KIND = {name for name in UNARY if _KIND[name] == "Bool"}
 # Piecewise-constant or boolean: no gradient to check.
 NOT_DIFFERENTIABLE = {"sign", "floor", "ceil", "round", "trunc"} | BOOL_KIND
 
@@ -188,7 +141,7 @@ def test_half_precision():
 
 
 def _gelu(x):
-    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
 
 
 def _gelu_tanh(x):
