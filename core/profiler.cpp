@@ -20,7 +20,8 @@
 // generation is not the running session's is cleared on its next use, so start() does not
 // touch other threads' buffers while they record.
 //
-// Device activity (kCuda): cuda/cupti_profiler.cpp loads CUPTI at the session's start, and
+// Device activity (kCuda): cuda/cupti_profiler.cpp (registered through
+// set_device_activity_source when kiln has CUDA) loads CUPTI at the session's start, and
 // every range pushes its id as CUPTI's external correlation id, so each kernel, copy and
 // memset comes back tagged with the innermost range that launched it (Event::correlation).
 // CUPTI's clock is set to now_ns(), so device and host times share one axis.
@@ -32,7 +33,6 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "cuda/cupti_profiler.h"
 
 namespace kiln::profiler {
 
@@ -41,6 +41,12 @@ std::atomic<uint32_t> g_flags{0};
 }
 
 namespace {
+
+// Set once, at libkiln's load, by the CUDA layer (before any session can start).
+DeviceActivitySource& device_source() {
+  static DeviceActivitySource source;
+  return source;
+}
 
 struct ThreadBuffer {
   std::mutex mu;  // the owning thread while it records; stop() while it collects
@@ -112,7 +118,7 @@ bool open_range(std::string&& name, EventKind kind, uint32_t* generation, size_t
   *slot = b.events.size();
   b.open.push_back(*slot);
   if (detail::g_flags.load(std::memory_order_relaxed) & kCuda)
-    cuda::cupti_push_correlation(static_cast<uint64_t>(e.id));
+    device_source().push_correlation(static_cast<uint64_t>(e.id));
   e.start_ns = now_ns();
   b.events.push_back(std::move(e));
   return true;
@@ -127,10 +133,12 @@ void close_range(uint32_t generation, size_t slot) {
   b.events[slot].end_ns = t;
   auto it = std::find(b.open.rbegin(), b.open.rend(), slot);
   if (it != b.open.rend()) b.open.erase(std::next(it).base());
-  if (detail::g_flags.load(std::memory_order_relaxed) & kCuda) cuda::cupti_pop_correlation();
+  if (detail::g_flags.load(std::memory_order_relaxed) & kCuda) device_source().pop_correlation();
 }
 
 }  // namespace
+
+void set_device_activity_source(const DeviceActivitySource& source) { device_source() = source; }
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -153,7 +161,8 @@ void start(uint32_t flags) {
     r.origin_ns = now_ns();
   }
   if (flags & kCuda) {
-    std::string why = cuda::cupti_start();
+    std::string why = device_source().start ? device_source().start()
+                                            : std::string("kiln was built without CUDA");
     if (!why.empty()) {
       std::lock_guard<std::mutex> lock(r.mu);
       r.device_unavailable = why;
@@ -172,7 +181,7 @@ std::vector<Event> stop() {
     flags = r.flags;
   }
   // Device records first: CUPTI hands them over through add_device_events().
-  if (flags & kCuda) cuda::cupti_stop();
+  if (flags & kCuda) device_source().stop();
   detail::g_flags.store(0, std::memory_order_relaxed);
   const int64_t t_stop = now_ns();
 

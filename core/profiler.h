@@ -110,4 +110,15 @@ void end_range(int64_t handle);
 // For the device-activity source (cuda/cupti_profiler.cpp): appends finished device events.
 void add_device_events(std::vector<Event> events);
 
+// The device-activity source registers itself here when kiln is built with CUDA (core sits
+// below cuda/ and cannot call it by name: Note [Layers]). start returns "" when it records,
+// else why it cannot; the correlation calls tag the device work a range launches.
+struct DeviceActivitySource {
+  std::string (*start)() = nullptr;
+  void (*stop)() = nullptr;
+  void (*push_correlation)(uint64_t id) = nullptr;
+  void (*pop_correlation)() = nullptr;
+};
+void set_device_activity_source(const DeviceActivitySource& source);
+
 }  // namespace kiln::profiler

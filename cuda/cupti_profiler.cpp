@@ -266,4 +266,13 @@ void cupti_pop_correlation() {
     api->cuptiActivityPopExternalCorrelationId(kExternalKind, &last);
 }
 
+namespace {
+// core/profiler.cpp reaches CUPTI through these (Note [Layers]: core cannot name cuda/).
+const bool registered = [] {
+  profiler::set_device_activity_source(
+      {&cupti_start, &cupti_stop, &cupti_push_correlation, &cupti_pop_correlation});
+  return true;
+}();
+}  // namespace
+
 }  // namespace kiln::cuda

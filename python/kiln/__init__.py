@@ -92,13 +92,13 @@ OutOfMemoryError = _C.OutOfMemoryError
 from kiln import (  # noqa: E402
     _aliases, _conj, _control_flow, _discrete_sampling, _float_decomposition, _global_state,
     _householder, _incomplete_gamma, _inplace, _integer_ops, _linalg_ops, _lu, _nn_forms,
-    _random_fills, _rnn_forms, _scans, _sorting, _spectral, _storage, _tensor_api, _view_ops,
+    _random_fills, _rnn_forms, _sorting, _spectral, _storage, _tensor_api, _view_ops,
     _windows,
 )
 
 for _module in (_conj, _control_flow, _discrete_sampling, _float_decomposition, _global_state,
                 _householder, _incomplete_gamma, _integer_ops, _linalg_ops, _lu, _nn_forms,
-                _rnn_forms, _scans, _sorting, _spectral, _storage, _tensor_api, _view_ops,
+                _rnn_forms, _sorting, _spectral, _storage, _tensor_api, _view_ops,
                 _windows):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
     if hasattr(_module, "install"):

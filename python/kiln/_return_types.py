@@ -1,4 +1,4 @@
-"""torch.return_types-like named tuples for the ops written in Python (cummax, mode,
+"""torch.return_types-like named tuples for the ops written in Python (mode,
 frexp, ...): one class per op name, made on first use, with the module name the C++
 bindings give theirs."""
 

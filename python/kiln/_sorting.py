@@ -38,9 +38,7 @@ def mode(input, dim=-1, keepdim=False):
     true_column = _C.ones((values.shape[0], 1), dtype=_C.bool, device=x.device)
     is_start = _C.cat([true_column, boundary], 1)
     is_end = _C.cat([boundary, true_column], 1)
-    from kiln._scans import cummax
-
-    start = cummax(_C.where(is_start, position, _C.zeros_like(position)), 1).values
+    start = _C.cummax(_C.where(is_start, position, _C.zeros_like(position)), 1).values
     run_length = _C.where(is_end, position - start + 1, _C.zeros_like(position))
     winner = run_length.argmax(1, keepdim=True)  # first maximum: the smallest value
     out_values = rows.gather(1, perm.gather(1, winner)).reshape(kept)
