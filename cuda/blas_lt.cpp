@@ -38,6 +38,7 @@
 #include "core/error.h"
 #include "core/flags.h"
 #include "core/tensor.h"
+#include "cuda/cublas_api.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 #include "ops/linear_backend.h"
@@ -51,7 +52,7 @@ constexpr int64_t kAlignment = 16;
 
 void check_lt(cublasStatus_t status, const char* op) {
   KILN_CHECK(status == CUBLAS_STATUS_SUCCESS, Runtime, "[", op,
-             "] cuBLASLt error: ", cublasGetStatusString(status));
+             "] cuBLASLt error: ", blas().cublasGetStatusString(status));
 }
 
 cublasLtHandle_t lt_handle(int device) {
@@ -59,7 +60,7 @@ cublasLtHandle_t lt_handle(int device) {
   auto it = handles.find(device);
   if (it != handles.end()) return it->second;
   cublasLtHandle_t h = nullptr;
-  check_lt(cublasLtCreate(&h), "linear");
+  check_lt(blas().cublasLtCreate(&h), "linear");
   handles[device] = h;
   return h;
 }
@@ -108,10 +109,10 @@ struct Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (d) blas().cublasLtMatrixLayoutDestroy(d);
+    if (b) blas().cublasLtMatrixLayoutDestroy(b);
+    if (a) blas().cublasLtMatrixLayoutDestroy(a);
+    if (desc) blas().cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -167,22 +168,22 @@ bool run(const Gemm& g, DType dtype, int device, const char* op) {
   std::unique_ptr<Plan>& slot = plans[key];
   if (!slot) {
     auto plan = std::make_unique<Plan>();
-    check_lt(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F), op);
+    check_lt(blas().cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F), op);
     auto set = [&](cublasLtMatmulDescAttributes_t attr, const auto& value) {
-      check_lt(cublasLtMatmulDescSetAttribute(plan->desc, attr, &value, sizeof(value)), op);
+      check_lt(blas().cublasLtMatmulDescSetAttribute(plan->desc, attr, &value, sizeof(value)), op);
     };
     set(CUBLASLT_MATMUL_DESC_TRANSA, g.a.op);
     set(CUBLASLT_MATMUL_DESC_TRANSB, g.b.op);
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
     // The heuristic reads the bias pointer's alignment: any aligned one stands for all.
     if (g.bias) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
-    check_lt(cublasLtMatrixLayoutCreate(&plan->a, type, g.a.rows, g.a.cols, g.a.ld), op);
-    check_lt(cublasLtMatrixLayoutCreate(&plan->b, type, g.b.rows, g.b.cols, g.b.ld), op);
-    check_lt(cublasLtMatrixLayoutCreate(&plan->d, type, g.d_rows, g.d_cols, g.ldd), op);
+    check_lt(blas().cublasLtMatrixLayoutCreate(&plan->a, type, g.a.rows, g.a.cols, g.a.ld), op);
+    check_lt(blas().cublasLtMatrixLayoutCreate(&plan->b, type, g.b.rows, g.b.cols, g.b.ld), op);
+    check_lt(blas().cublasLtMatrixLayoutCreate(&plan->d, type, g.d_rows, g.d_cols, g.ldd), op);
     cublasLtMatmulPreference_t pref = nullptr;
-    check_lt(cublasLtMatmulPreferenceCreate(&pref), op);
+    check_lt(blas().cublasLtMatmulPreferenceCreate(&pref), op);
     auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
-      check_lt(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)), op);
+      check_lt(blas().cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)), op);
     };
     set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t{kMaxWorkspace});
     for (auto attr :
@@ -191,9 +192,9 @@ bool run(const Gemm& g, DType dtype, int device, const char* op) {
       set_pref(attr, uint32_t{kAlignment});
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+    const cublasStatus_t status = blas().cublasLtMatmulAlgoGetHeuristic(
         handle, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    blas().cublasLtMatmulPreferenceDestroy(pref);
     // No algorithm (NOT_SUPPORTED, or one the epilogue rules out for this layout) declines.
     if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
       plan->ok = true;
@@ -205,8 +206,8 @@ bool run(const Gemm& g, DType dtype, int device, const char* op) {
   Plan& plan = *slot;
   if (!plan.ok) return false;
   if (g.bias) {
-    check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
-                                            sizeof(g.bias)),
+    check_lt(blas().cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &g.bias, sizeof(g.bias)),
              op);
   }
   // Freed at the end of this call, the block is reused only by later work on this stream.
@@ -215,10 +216,10 @@ bool run(const Gemm& g, DType dtype, int device, const char* op) {
     workspace = make_tensor({static_cast<int64_t>(plan.workspace)}, DType::UInt8,
                             Device(DeviceType::CUDA, device), op);
   const float alpha = 1.f, beta = 0.f;
-  check_lt(cublasLtMatmul(handle, plan.desc, &alpha, g.a.ptr, plan.a, g.b.ptr, plan.b, &beta, g.d,
-                          plan.d, g.d, plan.d, &plan.algo,
-                          workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
-                          stream_of(device)),
+  check_lt(blas().cublasLtMatmul(handle, plan.desc, &alpha, g.a.ptr, plan.a, g.b.ptr, plan.b, &beta,
+                                 g.d, plan.d, g.d, plan.d, &plan.algo,
+                                 workspace.defined() ? workspace.data_ptr() : nullptr,
+                                 plan.workspace, stream_of(device)),
            op);
   return true;
 }
