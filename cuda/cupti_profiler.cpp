@@ -76,9 +76,13 @@ const Loaded& loaded() {
 }
 
 constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                         CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+// CUPTI writes an external-correlation record only beside a runtime or driver API record, so
+// those two kinds are on too (their records are dropped in parse()): without them no kernel
+// finds its launching op. cuBLAS(Lt) launches through the driver API.
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER};
 constexpr size_t kBufferBytes = 8 << 20;
 constexpr size_t kAlign = 8;
 

@@ -401,9 +401,6 @@ def test_second_process_compiles_nothing(private_cache):
 
 # --- autograd and the example ------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="fails on the H200 (run of 2026-12-03 14:35 UTC, after "
-                   "gradcheck's probe gradient moved to the output's device); not yet diagnosed: "
-                   "issue 15")
 def test_fused_silu_function_passes_gradcheck():
     import custom_kernel
     x = kiln.tensor(RNG.standard_normal((4, 5)), dtype=kiln.float64, device="cuda",

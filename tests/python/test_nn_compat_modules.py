@@ -218,10 +218,14 @@ def test_data_parallel_runs_the_module():
     dp = nn.DataParallel(inner)
     x = kiln.randn(4, 3)
     assert dp.module is inner
-    np.testing.assert_array_equal(dp(x).detach().numpy(), inner(x).detach().numpy())
+    # With CUDA, DataParallel moves the module to device_ids[0] and the input there too.
+    device = next(inner.parameters()).device
+    assert device.type == ("cuda" if kiln.cuda.is_available() else "cpu")
+    want = inner(x.to(device)).detach().cpu().numpy()
+    np.testing.assert_array_equal(dp(x).detach().cpu().numpy(), want)
     assert list(dp.state_dict()) == ["module.weight", "module.bias"]
-    out = nn.parallel.data_parallel(inner, x)
-    np.testing.assert_array_equal(out.detach().numpy(), inner(x).detach().numpy())
+    out = nn.parallel.data_parallel(inner, x.to(device))
+    np.testing.assert_array_equal(out.detach().cpu().numpy(), want)
 
 
 def test_container_is_deprecated_but_registers_modules():

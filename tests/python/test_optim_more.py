@@ -124,7 +124,11 @@ def kiln_loss(w, m, dtype, device="cpu"):
 
 
 def start_values():
-    return [rand(5), rand(3, 2)]
+    # A fixed draw, not the shared RNG: which values the suite's earlier tests leave it at
+    # changed the half-precision runs, where a start near its target gives a gradient whose
+    # square underflows, a zero denominator and NaN (in PyTorch too).
+    rng = np.random.default_rng(1)
+    return [rng.uniform(-2.0, 2.0, 5), rng.uniform(-2.0, 2.0, (3, 2))]
 
 
 def reference_run(name, starts, kw, steps=STEPS):

@@ -583,7 +583,8 @@ def test_vs_torch_errors(tc, device):
         (lambda lib, x: lib.tensor_split(x, 0), [U(4)]),
         (lambda lib, x: lib.tensor_split(x, 2), [U()]),
         (lambda lib, x: lib.rot90(x, 1, [0, 0]), [U(2, 3)]),
-        (lambda lib, x: lib.rot90(x, 1, [0, 2]), [U(2, 3)]),
+        # rot90 with dims [0, 2] on a matrix: PyTorch 2.15 raises IndexError (kiln too, see
+        # test_rot90_errors), earlier releases RuntimeError; not compared across versions.
         (lambda lib, x: lib.rot90(x), [U(3)]),
         (lambda lib, a, b: lib.linalg.cross(a, b), [U(2, 4), U(2, 4)]),
         (lambda lib, a, b: lib.linalg.cross(a, b), [U(2, 3), U(3)]),

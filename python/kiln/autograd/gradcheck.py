@@ -11,6 +11,20 @@ def _flat_outputs(fn, inputs):
     return [o for o in _as_tuple(fn(*inputs)) if isinstance(o, _C.Tensor)]
 
 
+def _host(t):
+    return t.detach().cpu().numpy()
+
+
+def _element_access(t):
+    """(get(i), set(i, value)) reading and writing element i of the input's own memory, so a
+    perturbation reaches func: a NumPy view on the CPU, element reads and writes elsewhere."""
+    if t.device.type == "cpu":
+        flat = t.detach().numpy().reshape(-1)
+        return flat.__getitem__, flat.__setitem__
+    flat = t.detach().view(-1)
+    return (lambda i: flat[i].item()), flat.__setitem__
+
+
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, **_ignored):
     """True when d(func)/d(inputs) from backward matches finite differences.
 
@@ -46,16 +60,15 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         for k, t in enumerate(diff_inputs):
             if not t.is_contiguous():
                 raise ValueError("[gradcheck] inputs must be contiguous")
-            # A NumPy view of the input's memory: perturbing it perturbs the input.
-            flat = t.detach().numpy().reshape(-1)
+            get, put = _element_access(t)
             numerical = np.zeros((n_out, t.numel()))
             for i in range(t.numel()):
-                orig = flat[i]
-                flat[i] = orig + eps
-                plus = _flat_outputs(func, inputs)[oi].detach().numpy().astype(np.float64).ravel()
-                flat[i] = orig - eps
-                minus = _flat_outputs(func, inputs)[oi].detach().numpy().astype(np.float64).ravel()
-                flat[i] = orig
+                orig = get(i)
+                put(i, orig + eps)
+                plus = _host(_flat_outputs(func, inputs)[oi]).astype(np.float64).ravel()
+                put(i, orig - eps)
+                minus = _host(_flat_outputs(func, inputs)[oi]).astype(np.float64).ravel()
+                put(i, orig)
                 numerical[:, i] = (plus - minus) / (2 * eps)
             if not np.allclose(analytical[k], numerical, atol=atol, rtol=rtol):
                 if raise_exception:

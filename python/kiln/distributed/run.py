@@ -165,6 +165,7 @@ class _Worker:
         self.readers = []
         self.error_file = None  # where @record writes the worker's exception
         self.reported = False  # returned by _Group.poll already
+        self.raised_at = None  # when its stderr began a Python traceback (time.monotonic())
 
 
 class _Group:
@@ -200,12 +201,16 @@ class _Group:
             )
             w = _Worker(local_rank, rank, proc, config.tail_lines)
             w.error_file = error_file
-            # Note [Blaming the first failure]: a waiter thread per worker reaps it the moment
-            # it exits and stamps the time. When one rank fails, its peers fail a few
-            # milliseconds later (a closed connection, a store gone); a monitor loop that
-            # polls every --monitor-interval sees them all in one pass and could only order
-            # them by rank, so the report would blame rank 0 for rank 2's exception. Exit
-            # times order them by what happened first.
+            # Note [Blaming the first failure]: when one rank fails, its peers fail moments
+            # later (a closed connection, a store gone), and a monitor loop that polls every
+            # --monitor-interval sees them together: ordered by rank, the report would blame
+            # rank 0 for rank 2's exception. Nor is the exit order the failure order: the
+            # rank that raised first may still be tearing down (its sockets already closed)
+            # when a peer has raised and exited. What orders them causally is when each
+            # began its traceback on stderr (the peer's error needs the first rank's closed
+            # connection, which comes after that rank printed its traceback), so the pump
+            # stamps the first traceback line; a worker without one (a signal, an exit code)
+            # counts from its exit, stamped by a waiter thread the moment it happens.
             threading.Thread(target=self._wait_for_exit, args=(w,), daemon=True).start()
             streams = ((proc.stdout, "stdout", False), (proc.stderr, "stderr", True))
             for stream, sink, keep in streams:
@@ -223,6 +228,8 @@ class _Group:
         out = getattr(out, "buffer", None) or out
         for line in iter(stream.readline, b""):
             if keep:
+                if worker.raised_at is None and line.startswith(b"Traceback (most recent call"):
+                    worker.raised_at = time.monotonic()
                 worker.tail.append(line.decode(errors="replace").rstrip("\n"))
             if not line.endswith(b"\n"):
                 line += b"\n"
@@ -368,6 +375,24 @@ def _describe_exit(w):
     return f"exited with code {code}"
 
 
+def _first_failure(failed, stopped):
+    """The worker that failed first (Note [Blaming the first failure]) and the others that
+    failed: those seen failing, and stopped ones that had already raised."""
+    candidates = failed + [w for w in stopped if w.raised_at is not None]
+
+    def when(w):
+        return w.raised_at if w.raised_at is not None else w.end
+
+    # A death by a signal the launcher did not send is never a consequence of a peer's
+    # failure, but its exit is stamped only when the waiter thread wakes, which may be after
+    # the peers it disconnected have printed their tracebacks: within a second of the first
+    # failure, such a death comes first.
+    t0 = min(when(w) for w in candidates)
+    candidates.sort(key=lambda w: (not (w in failed and w.proc.returncode < 0
+                                        and when(w) <= t0 + 1.0), when(w)))
+    return candidates[0], [w for w in candidates[1:] if w in failed]
+
+
 def _report(failed, also_failed, stopped, killed, attempt_start):
     lines = [
         f"{_PREFIX} worker failed: global rank {failed.rank} (local rank {failed.local_rank}, "
@@ -375,8 +400,7 @@ def _report(failed, also_failed, stopped, killed, attempt_start):
         f"{failed.end - attempt_start:.2f} s after start"
     ]
     for w in also_failed:
-        lines.append(f"{_PREFIX} then global rank {w.rank} {_describe_exit(w)} "
-                     f"{w.end - failed.end:.3f} s later")
+        lines.append(f"{_PREFIX} then global rank {w.rank} {_describe_exit(w)}")
     if stopped:
         ranks = ", ".join(str(w.rank) for w in stopped)
         lines.append(f"{_PREFIX} stopped the other workers (ranks {ranks})"
@@ -455,8 +479,9 @@ def _run_attempt(config, attempt, forwarder):
                 stopped = group.running()
                 killed = group.stop(signal.SIGTERM)
                 group.drain()
-                _report(failures[0], failures[1:], stopped, killed, start)
-                code = failures[0].proc.returncode
+                first, others = _first_failure(failures, stopped)
+                _report(first, others, [w for w in stopped if w is not first], killed, start)
+                code = first.proc.returncode
                 return (code if code > 0 else 1), True
             if not group.running():
                 group.drain()

@@ -197,6 +197,22 @@ from kiln.nn.modules.lazy import (  # noqa: F401,E402
     LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
     LazyInstanceNorm2d, LazyInstanceNorm3d,
 )
+from kiln.nn.modules import batchnorm as _batchnorm  # noqa: E402
+from kiln.nn.modules import conv as _conv  # noqa: E402
+from kiln.nn.modules import instancenorm as _instancenorm  # noqa: E402
+from kiln.nn.modules import lazy as _lazy  # noqa: E402
+
+# PyTorch defines each lazy layer beside its eager class (torch.nn.modules.conv.LazyConv2d);
+# kiln's live in lazy.py (they share one mixin) and are reachable by those paths too.
+for _home, _names in ((_batchnorm, ("LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d")),
+                      (_conv, ("LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+                               "LazyConvTranspose2d", "LazyConvTranspose3d")),
+                      (_instancenorm, ("LazyInstanceNorm1d", "LazyInstanceNorm2d",
+                                       "LazyInstanceNorm3d"))):
+    for _name in _names:
+        setattr(_home, _name, getattr(_lazy, _name))
+del _home, _names, _name
+
 from kiln.nn.modules.linear_cross_entropy_options import (  # noqa: F401,E402
     LinearCrossEntropyOptions,
 )
