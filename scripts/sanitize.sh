@@ -52,7 +52,9 @@ echo "sanitize: C++ suite under ${SANITIZERS}"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
 
 echo "sanitize: Python subset under ${SANITIZERS}"
-runtime="$(g++ -print-file-name=libasan.so)"
+# libstdc++ is preloaded with it: python3 does not link libstdc++, so without it ASan finds no
+# real __cxa_throw to forward to and aborts at kiln's first C++ exception ("CHECK failed").
+runtime="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so.6)"
 # shellcheck disable=SC2086  # TESTS is a list of paths
 LD_PRELOAD="$runtime" ASAN_OPTIONS="detect_leaks=0" PYTHONPATH="$PWD/$BUILD/python" \
   "$PYTHON" -m pytest -q -x -p no:cacheprovider $TESTS
