@@ -13,6 +13,12 @@
 #ifdef KILN_WITH_GLOO
 #include <gloo/config.h>
 #endif
+#ifdef KILN_WITH_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef KILN_WITH_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 // Note [Build facts]
 // CMake passes what it knew at configure time (KILN_BUILD_*) as definitions of this file and of
@@ -99,6 +105,23 @@ std::vector<std::pair<std::string, std::string>> build_info() {
 #else
   facts.push_back({"gloo", "OFF"});
   facts.push_back({"gloo_version", ""});
+#endif
+  // The CPU math libraries (Note [CPU math libraries]): the versions of the copies loaded.
+#ifdef KILN_WITH_OPENBLAS
+  facts.push_back({"openblas", "ON"});
+  facts.push_back({"openblas_config", openblas_get_config()});
+#else
+  facts.push_back({"openblas", "OFF"});
+  facts.push_back({"openblas_config", ""});
+#endif
+#ifdef KILN_WITH_DNNL
+  const dnnl_version_t* dnnl = dnnl_version();
+  facts.push_back({"dnnl", "ON"});
+  facts.push_back({"dnnl_version", std::to_string(dnnl->major) + "." + std::to_string(dnnl->minor) +
+                                       "." + std::to_string(dnnl->patch)});
+#else
+  facts.push_back({"dnnl", "OFF"});
+  facts.push_back({"dnnl_version", ""});
 #endif
   facts.push_back({"library_path", loaded_library_path()});
   return facts;

@@ -22,6 +22,10 @@ need_deb ccache command -v ccache
 # Gloo: CPU collectives for kiln.distributed (optional in the build; the distributed tests
 # that need it skip without it, so the offline GPU machine, which lacks it, still builds).
 need_deb libgloo-dev test -f /usr/include/gloo/config.h
+# The CPU math libraries (Note [CPU math libraries]): OpenBLAS's OpenMP build for GEMM, oneDNN
+# for convolution and pooling. Optional in the build: without them the CPU kernels use Eigen.
+need_deb libopenblas-openmp-dev test -f /usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h
+need_deb libdnnl-dev test -f /usr/include/oneapi/dnnl/dnnl.hpp
 
 # clang and its libFuzzer runtime, only for `make fuzz` (KILN_FUZZ_DEPS=1), not for make test.
 if [ "${KILN_FUZZ_DEPS:-0}" = 1 ]; then

@@ -44,6 +44,10 @@ def show():
     else:
         lines.append("  - CUDA: OFF")
     lines.append("  - Gloo: " + (f"ON ({b['gloo_version']})" if b["gloo"] == "ON" else "OFF"))
+    lines.append("  - CPU GEMM: " + (f"OpenBLAS ({b['openblas_config'].strip()})"
+                                     if b["openblas"] == "ON" else "Eigen (no OpenBLAS)"))
+    lines.append("  - CPU convolution: " + (f"oneDNN {b['dnnl_version']}" if b["dnnl"] == "ON"
+                                            else "im2col + GEMM (no oneDNN)"))
     lines.append(f"  - Library: {b['library_path']}")
     return "\n".join(lines) + "\n"
 

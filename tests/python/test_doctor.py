@@ -232,6 +232,12 @@ def test_library_checks():
     assert doctor.check_gloo(True).status == "OK"
     c = doctor.check_gloo(False)
     assert c.status == "WARN" and "CPU collectives" in c.detail and "libgloo-dev" in c.hint
+    assert doctor.check_cpu_math(True, True).status == "OK"
+    c = doctor.check_cpu_math(False, True)
+    assert c.status == "WARN" and "without OpenBLAS:" in c.detail and "GEMM on Eigen" in c.detail
+    assert "convolution on oneDNN" in c.detail and "libopenblas-openmp-dev" in c.hint
+    c = doctor.check_cpu_math(False, False)
+    assert "OpenBLAS and oneDNN" in c.detail and "im2col" in c.detail
     assert doctor.check_nccl(True, (2, 28, 9), 2).detail == "NCCL 2.28.9"
     assert doctor.check_nccl(False, None, 2).status == "WARN"
     assert doctor.check_nccl(False, None, 1).status == "SKIP"

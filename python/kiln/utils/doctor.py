@@ -212,6 +212,17 @@ def check_gloo(available):
                  "kiln")
 
 
+def check_cpu_math(openblas, dnnl):
+    """Which libraries the CPU kernels use (Note [CPU math libraries]); both are optional."""
+    missing = [name for name, on in (("OpenBLAS", openblas), ("oneDNN", dnnl)) if not on]
+    if not missing:
+        return Check("cpu math", OK, "CPU GEMM on OpenBLAS, CPU convolution on oneDNN")
+    used = "GEMM on " + ("OpenBLAS" if openblas else "Eigen") + ", convolution on " + (
+        "oneDNN" if dnnl else "im2col + GEMM")
+    return Check("cpu math", WARN, f"kiln was built without {' and '.join(missing)}: CPU {used} "
+                 "(slower)", "install libopenblas-openmp-dev and libdnnl-dev (Debian), rebuild kiln")
+
+
 def check_omp_threads(env_value, cores, num_threads, local_world_size=1):
     """OMP_NUM_THREADS (env_value, None when unset) fits the cores this process may use, with
     local_world_size processes per machine (torchrun's LOCAL_WORLD_SIZE)."""
@@ -291,6 +302,8 @@ def run_checks():
     checks.append(_safe("nccl", lambda: check_nccl(
         lib["nccl"] == "ON", kiln.cuda.nccl.version() if lib["nccl"] == "ON" else None, count)))
     checks.append(_safe("gloo", lambda: check_gloo(kiln.distributed.is_gloo_available())))
+    checks.append(_safe("cpu math", lambda: check_cpu_math(lib["openblas"] == "ON",
+                                                         lib["dnnl"] == "ON")))
     checks.append(_safe("omp threads", lambda: check_omp_threads(
         os.environ.get("OMP_NUM_THREADS"), _usable_cores(), kiln.get_num_threads(),
         _local_world_size())))
