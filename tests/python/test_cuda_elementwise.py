@@ -90,3 +90,24 @@ def test_matches_pytorch_when_installed():
     for name in ["exp", "tanh", "sigmoid", "erf"]:
         assert_close(getattr(kiln, name)(got).cpu(), getattr(torch, name)(ref).cpu().numpy(),
                      atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("shape", [(3, 1000), (8, 131), (4099,)])
+def test_gelu_backward_matches_cpu(approximate, dtype, shape):
+    # The activation gradient with the op a template argument (FixedBinaryFn, cuda/binary.cu):
+    # 16-byte packs, the tail, and a transposed (strided) gradient.
+    import kiln.nn.functional as F
+    a, g = rand(*shape, low=-4, high=4), rand(*shape, low=-1, high=1)
+    grads = []
+    for device in ("cpu", "cuda"):
+        x = kiln.tensor(a, dtype=dtype).to(device).requires_grad_(True)
+        y = F.gelu(x, approximate=approximate)
+        gy = kiln.tensor(g, dtype=dtype).to(device)
+        if len(shape) == 2:
+            gy = gy.t().contiguous().t()
+        y.backward(gy)
+        grads.append(x.grad.cpu().double().numpy())
+    tol = 1e-5 if dtype in (kiln.float32, kiln.float64) else 2e-2
+    assert_close(kiln.tensor(grads[1]), grads[0], atol=tol, rtol=tol)
