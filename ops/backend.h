@@ -133,6 +133,10 @@ struct Backend {
   // out <- in * mask * scale. in is contiguous with out's shape and dtype.
   void (*dropout)(const Tensor& out, const Tensor& mask, const Tensor& in,
                   const RandomParams& p) = nullptr;
+  // Dropout's backward: out <- grad * mask * scale, scale in grad's compute type (float for
+  // half types). out, grad and mask (bool) contiguous, one shape; out has grad's dtype.
+  void (*dropout_backward)(const Tensor& out, const Tensor& grad, const Tensor& mask,
+                           double scale) = nullptr;
   // Max/Min over each row of a contiguous [outer, inner] input (inner > 0): values[i] (input
   // dtype) and indices[i] (int64) of the first extreme element; a NaN counts as the extreme.
   void (*arg_reduce)(ReduceOp op, const Tensor& values, const Tensor& indices,

@@ -4,7 +4,6 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "ops/backend.h"
-#include "ops/binary.h"
 #include "ops/copy.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -40,6 +39,29 @@ std::pair<Tensor, Tensor> dropout_compute(const Tensor& input, double p, double 
 
 }  // namespace
 
+Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double scale) {
+  KILN_CHECK(mask.dtype() == DType::Bool, Runtime, "[dropout_backward] expected a bool mask, got ",
+             mask.dtype());
+  KILN_CHECK(grad.sizes() == mask.sizes(), Runtime, "[dropout_backward] grad of shape ",
+             grad.sizes(), " does not match the mask's ", mask.sizes());
+  KILN_CHECK(grad.device() == mask.device(), Runtime, "[dropout_backward] grad on ",
+             grad.device(), " and mask on ", mask.device());
+  const Device device = grad.device();
+  auto kernel = require_kernel(backend(device).dropout_backward, "dropout_backward", device);
+  Tensor g = contiguous(detach(grad));
+  Tensor m = contiguous(mask);
+  Tensor out = empty(g.sizes(), g.dtype(), device);
+  if (out.numel() > 0) kernel(out, g, m, scale);
+  if (needs_grad({grad})) {
+    // Linear in grad: the same mask and scale carry its gradient back.
+    record("dropout_backward", {grad}, {out},
+           [keep = m, scale](const std::vector<Tensor>& gg, Node&) -> std::vector<Tensor> {
+             return {dropout_backward(gg[0], keep, scale)};
+           });
+  }
+  return out;
+}
+
 Tensor dropout(const Tensor& input, double p, bool train, Generator* gen) {
   profiler::RecordScope profile("dropout");
   profile.inputs(input);
@@ -53,7 +75,7 @@ Tensor dropout(const Tensor& input, double p, bool train, Generator* gen) {
   if (needs_grad({input})) {
     record("dropout", {input}, {out}, [mask = mask, scale](const std::vector<Tensor>& g,
                                                              Node&) -> std::vector<Tensor> {
-      return {mul(mul(g[0], mask), Scalar(scale))};
+      return {dropout_backward(g[0], mask, scale)};
     });
   }
   return out;

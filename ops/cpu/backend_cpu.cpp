@@ -22,6 +22,7 @@ const Backend& backend() {
     b.random = random_kernel;
     b.bernoulli = bernoulli_kernel;
     b.dropout = dropout_kernel;
+    b.dropout_backward = dropout_backward_kernel;
     b.arg_reduce = arg_reduce_kernel;
     b.scan = scan_kernel;
     b.row_gather = row_gather_kernel;

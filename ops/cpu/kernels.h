@@ -27,6 +27,8 @@ int64_t unique_sorted_kernel(const Tensor& out, const Tensor& inverse, const Ten
 void random_kernel(RandomDist dist, const Tensor& out, const RandomParams& p);
 void bernoulli_kernel(const Tensor& out, const Tensor& probs, const RandomParams& p);
 void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in, const RandomParams& p);
+void dropout_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& mask,
+                             double scale);
 void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
                        const Tensor& in);
 void scan_kernel(ScanOp op, const Tensor& out, const Tensor& indices, const Tensor& in);

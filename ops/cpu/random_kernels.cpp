@@ -177,4 +177,21 @@ void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& in,
   });
 }
 
+// g * mask * scale rather than a select, so a NaN or infinite gradient at a dropped element
+// stays NaN as in PyTorch's native_dropout_backward (and the mul(mul(g, mask), scale) it replaces).
+void dropout_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& mask,
+                             double scale) {
+  dispatch_floating(out.dtype(), "dropout_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const T* g = grad.data<T>();
+    const bool* m = mask.data<bool>();
+    T* o = out.data<T>();
+    const A s = static_cast<A>(scale);
+    const int64_t n = out.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(static_cast<A>(g[i]) * A(m[i]) * s);
+  });
+}
+
 }  // namespace kiln::cpu

@@ -41,3 +41,31 @@ def test_randn_statistics_on_gpu():
     kiln.manual_seed(0)
     x = kiln.randn(1 << 20, device="cuda")
     assert abs(float(x.mean())) < 0.01 and abs(float(x.std()) - 1) < 0.01
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16])
+@pytest.mark.parametrize("n, offset", [(1, 0), (777, 0), (4096, 0), (1001, 1), (4096, 3)])
+def test_dropout_mask_and_grad_match_cpu(dtype, n, offset):
+    # Note [Dropout on the GPU]: paired stores (even n, aligned input) and the element-wise path
+    # (odd n, an input starting at an odd element) draw the CPU's mask; the backward reads it.
+    def run(device):
+        kiln.manual_seed(77)
+        base = kiln.arange(1, n + offset + 1, dtype=kiln.float64).to(device)
+        x = (base.to(dtype) / 64)[offset:].detach().requires_grad_(True)
+        y = F.dropout(x, p=0.3)
+        g = kiln.linspace(-2, 2, n, dtype=kiln.float64).to(device).to(dtype)
+        y.backward(g)
+        return y.detach().cpu().double().numpy(), x.grad.cpu().double().numpy()
+    (y_cpu, g_cpu), (y_gpu, g_gpu) = run("cpu"), run("cuda")
+    np.testing.assert_array_equal(y_gpu, y_cpu)
+    np.testing.assert_array_equal(g_gpu, g_cpu)
+    kept = y_cpu != 0
+    if n > 100:
+        assert 0.6 < kept.mean() < 0.8
+
+
+def test_dropout_p1_on_gpu_drops_everything():
+    x = kiln.ones(1000, device="cuda", requires_grad=True)
+    y = F.dropout(x, p=1.0)
+    y.sum().backward()
+    assert float(y.abs().sum()) == 0 and float(x.grad.abs().sum()) == 0

@@ -445,6 +445,41 @@ def test_dropout_gradcheck():
     gradcheck(fn, np.random.default_rng(0).uniform(-2, 2, size=(2, 3)))
 
 
+def test_dropout_gradgradcheck():
+    # The backward (grad * mask * scale, one kernel) is itself differentiable in the gradient.
+    def fn(x):
+        kiln.manual_seed(5)
+        return F.dropout(x, 0.4)
+    x = kiln.tensor(np.random.default_rng(0).uniform(-2, 2, size=(3, 5)), requires_grad=True)
+    assert kiln.autograd.gradgradcheck(fn, (x,))
+
+
+def test_dropout_grad_of_grad_is_the_same_mask():
+    kiln.manual_seed(2)
+    x = kiln.randn(64, dtype=kiln.float64, requires_grad=True)
+    y = F.dropout(x, 0.5)
+    g = kiln.ones(64, dtype=kiln.float64, requires_grad=True)
+    (gx,) = kiln.autograd.grad(y, x, g, create_graph=True)
+    (ggx,) = kiln.autograd.grad(gx.sum(), g)
+    kept = y.detach().numpy() != 0
+    np.testing.assert_array_equal(ggx.numpy(), np.where(kept, 2.0, 0.0))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.bfloat16])
+def test_dropout_grad_keeps_nan_at_dropped_elements(dtype):
+    # grad * mask * scale, as PyTorch's native_dropout_backward: 0 * NaN is NaN, not 0.
+    kiln.manual_seed(0)
+    x = kiln.ones(200, dtype=dtype, requires_grad=True)
+    y = F.dropout(x, 0.5)
+    g = np.full(200, np.nan, dtype=np.float32)
+    g[::2] = 3.0
+    y.backward(kiln.tensor(g).to(dtype))
+    kept = values(y) != 0
+    grad = values(x.grad)
+    assert np.isnan(grad[1::2]).all()
+    np.testing.assert_array_equal(grad[::2], np.where(kept[::2], 6.0, 0.0))
+
+
 def test_dropout_inplace():
     kiln.manual_seed(0)
     x = kiln.ones(1000)
