@@ -108,6 +108,27 @@ def test_rms_norm_matches_cpu(cols, dtype):
     close(wg.grad, wc.grad, dtype, 100)
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [kiln.float64])
+@pytest.mark.parametrize("rows, cols, offset", [(2000, 768, 0), (1500, 200, 0), (700, 1000, 0),
+                                                (1100, 768, 1)])
+def test_layer_norm_weight_grads_over_many_rows(rows, cols, offset, dtype):
+    # The column sums read 16 bytes per thread (aligned rows, cols a multiple of 16 bytes'
+    # elements) across many row chunks and partial column blocks; offset 1 (rows not aligned)
+    # takes the one-column-per-thread path.
+    a, w, b, g = rand(rows * cols + offset, low=-2, high=4), rand(cols), rand(cols), \
+        rand(rows, cols)
+    xc = kiln.tensor(a, dtype=dtype)[offset:].view(rows, cols).detach().requires_grad_(True)
+    xg = kiln.tensor(a, dtype=dtype).to("cuda")[offset:].view(rows, cols).detach() \
+        .requires_grad_(True)
+    wc, wg = pair(w, dtype)
+    bc, bg = pair(b, dtype)
+    F.layer_norm(xc, (cols,), wc, bc).backward(kiln.tensor(g, dtype=dtype))
+    F.layer_norm(xg, (cols,), wg, bg).backward(kiln.tensor(g, dtype=dtype).to("cuda"))
+    close(xg.grad, xc.grad, dtype, 100)
+    close(wg.grad, wc.grad, dtype, 10)
+    close(bg.grad, bc.grad, dtype, 10)
+
+
 def test_layer_norm_without_affine_and_unaligned():
     a = rand(4, 2, 1025)
     x = kiln.tensor(a).float()
