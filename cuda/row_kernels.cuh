@@ -61,44 +61,31 @@ __device__ A block_reduce(A v, Op op, A identity, A* scratch) {
 // One read of a row x[0, cols) by the block: returns sum(exp(x - row_max)) and sets row_max
 // (every thread gets both), with a running max and a sum rescaled when the max grows. With
 // V > 1 the row is 16-byte aligned and cols a multiple of V: threads load V elements at once
-// and rescale once per chunk. A thread issues the loads of kLoads chunks before it adds any:
-// one load in flight per thread left cross entropy over GPT-2's 50304-column bfloat16 logits
-// at 1.8 TB/s on the H200, latency-bound (a block per row, two blocks per SM).
+// and rescale once per chunk.
 template <int V = 1, typename T, typename A>
 __device__ A row_online_sum_exp(const T* x, int64_t cols, A* scratch, A& row_max) {
-  constexpr int kLoads = 4;
   A m = neg_inf<A>(), s = 0;
-  for (int64_t c0 = threadIdx.x; c0 * V < cols; c0 += kLoads * blockDim.x) {
-    A v[kLoads][V];
+  for (int64_t c = threadIdx.x; c * V < cols; c += blockDim.x) {
+    A v[V];
+    if constexpr (V == 1) {
+      v[0] = static_cast<A>(x[c]);
+    } else {
+      const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(x)[c];
 #pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int64_t c = c0 + static_cast<int64_t>(u) * blockDim.x;
-      if (c * V >= cols) {
+      for (int i = 0; i < V; ++i) v[i] = static_cast<A>(p.v[i]);
+    }
+    A chunk_max = v[0];
 #pragma unroll
-        for (int i = 0; i < V; ++i) v[u][i] = neg_inf<A>();  // adds nothing below
-      } else if constexpr (V == 1) {
-        v[u][0] = static_cast<A>(x[c]);
-      } else {
-        const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(x)[c];
-#pragma unroll
-        for (int i = 0; i < V; ++i) v[u][i] = static_cast<A>(p.v[i]);
-      }
+    for (int i = 1; i < V; ++i) chunk_max = v[i] > chunk_max ? v[i] : chunk_max;
+    if (chunk_max > m) {
+      s = s * exp_acc(m - chunk_max);
+      m = chunk_max;
     }
 #pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      A chunk_max = v[u][0];
-#pragma unroll
-      for (int i = 1; i < V; ++i) chunk_max = v[u][i] > chunk_max ? v[u][i] : chunk_max;
-      if (chunk_max > m) {
-        s = s * exp_acc(m - chunk_max);
-        m = chunk_max;
-      }
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        // -inf adds nothing (and -inf - -inf would be NaN); the max itself adds exactly 1 (so
-        // does an inf max); NaN reaches the sum.
-        if (v[u][i] != neg_inf<A>()) s += v[u][i] == m ? A(1) : exp_acc(v[u][i] - m);
-      }
+    for (int i = 0; i < V; ++i) {
+      // -inf adds nothing (and -inf - -inf would be NaN); the max itself adds exactly 1 (so
+      // does an inf max); NaN reaches the sum.
+      if (v[i] != neg_inf<A>()) s += v[i] == m ? A(1) : exp_acc(v[i] - m);
     }
   }
   row_max = block_reduce(m, MaxOp(), neg_inf<A>(), scratch);
