@@ -141,8 +141,8 @@ struct BernoulliWrite {
 // stream). The backward reads the bool mask in the same pass as the gradient: 14 us where a
 // bool -> float copy and two multiplications took 57.
 template <typename T, bool Paired>
-__global__ void dropout_pairs_kernel(int64_t n, PhiloxState state, T* out, bool* mask,
-                                     const T* in, uint64_t threshold, acc_t<T> scale) {
+__global__ void dropout_pairs_kernel(int64_t n, PhiloxState state, T* out, bool* mask, const T* in,
+                                     uint64_t threshold, acc_t<T> scale) {
   using A = acc_t<T>;
   const PhiloxState s = philox_resolve(state);  // relative inside a CUDA graph
   const int64_t groups = (n + 1) / 2;
@@ -277,9 +277,11 @@ void dropout_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor
     const auto s = static_cast<acc_t<T>>(scale);
     constexpr int V = kVectorBytes / sizeof(T);
     if (is_aligned(o, sizeof(T) * V) && is_aligned(g, sizeof(T) * V) && is_aligned(m, V)) {
-      dropout_backward_flat_kernel<V, T><<<flat_grid(n, V), kThreads, 0, ctx.stream>>>(n, o, g, m, s);
+      dropout_backward_flat_kernel<V, T>
+          <<<flat_grid(n, V), kThreads, 0, ctx.stream>>>(n, o, g, m, s);
     } else {
-      dropout_backward_flat_kernel<1, T><<<flat_grid(n, 1), kThreads, 0, ctx.stream>>>(n, o, g, m, s);
+      dropout_backward_flat_kernel<1, T>
+          <<<flat_grid(n, 1), kThreads, 0, ctx.stream>>>(n, o, g, m, s);
     }
   });
   KILN_CUDA_CHECK_LAUNCH("dropout_backward");

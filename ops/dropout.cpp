@@ -44,8 +44,8 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double scale) {
              mask.dtype());
   KILN_CHECK(grad.sizes() == mask.sizes(), Runtime, "[dropout_backward] grad of shape ",
              grad.sizes(), " does not match the mask's ", mask.sizes());
-  KILN_CHECK(grad.device() == mask.device(), Runtime, "[dropout_backward] grad on ",
-             grad.device(), " and mask on ", mask.device());
+  KILN_CHECK(grad.device() == mask.device(), Runtime, "[dropout_backward] grad on ", grad.device(),
+             " and mask on ", mask.device());
   const Device device = grad.device();
   auto kernel = require_kernel(backend(device).dropout_backward, "dropout_backward", device);
   Tensor g = contiguous(detach(grad));
@@ -73,10 +73,10 @@ Tensor dropout(const Tensor& input, double p, bool train, Generator* gen) {
   const double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);
   auto [out, mask] = dropout_compute(input, p, scale, gen);
   if (needs_grad({input})) {
-    record("dropout", {input}, {out}, [mask = mask, scale](const std::vector<Tensor>& g,
-                                                             Node&) -> std::vector<Tensor> {
-      return {dropout_backward(g[0], mask, scale)};
-    });
+    record("dropout", {input}, {out},
+           [mask = mask, scale](const std::vector<Tensor>& g, Node&) -> std::vector<Tensor> {
+             return {dropout_backward(g[0], mask, scale)};
+           });
   }
   return out;
 }
