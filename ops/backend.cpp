@@ -38,6 +38,7 @@ std::vector<const char*> missing_kernel_families(const Backend& b) {
   if (!b.random) missing.push_back("random");
   if (!b.bernoulli) missing.push_back("bernoulli");
   if (!b.dropout) missing.push_back("dropout");
+  if (!b.dropout_backward) missing.push_back("dropout_backward");
   if (!b.arg_reduce) missing.push_back("arg_reduce");
   if (!b.scan) missing.push_back("scan");
   if (!b.row_gather) missing.push_back("row_gather");
