@@ -25,18 +25,14 @@
 #include <string>
 #include <unordered_map>
 
-#include "autograd/grad_mode.h"
 #include "core/determinism.h"
 #include "core/error.h"
 #include "core/flags.h"
+#include "core/tensor.h"
 #include "cuda/cudnn_api.h"
 #include "cuda/internal.h"
 #include "cuda/runtime.h"
 #include "ops/conv_backend.h"
-#include "ops/copy.h"
-#include "ops/creation.h"
-#include "ops/memory_format.h"
-#include "ops/view.h"
 
 namespace kiln::cuda {
 
@@ -325,7 +321,8 @@ std::unordered_map<std::string, Choice>& cache() {
 }
 
 Tensor workspace_tensor(size_t bytes, int device) {
-  return empty({static_cast<int64_t>(bytes)}, DType::UInt8, Device(DeviceType::CUDA, device));
+  return make_tensor({static_cast<int64_t>(bytes)}, DType::UInt8, Device(DeviceType::CUDA, device),
+                     "cudnn_workspace");
 }
 
 // Whether the caching allocator can hand out `bytes` now (the block goes back to its cache).
@@ -446,31 +443,10 @@ bool run_pass(const Problem& p, const Operands& o) {
   return false;
 }
 
-// --- layouts -------------------------------------------------------------------
+// --- entries -------------------------------------------------------------------
 
-// A contiguous copy of `t` unless it is already contiguous and starts on a
-// 16-byte boundary (a view into the middle of a tensor may not, and cuDNN's
-// vectorized kernels assume it).
-Tensor dense(const Tensor& t) {
-  if (t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0) return t;
-  return clone(t);
-}
-
-// `t` dense in the geometry's layout (a no-op when it already is).
-Tensor in_layout(const Tensor& t, bool channels_last) {
-  if (!channels_last) return dense(t);
-  const std::vector<int64_t> order = memory_order(MemoryFormat::ChannelsLast, t.dim());
-  return permute(dense(permute(t, order)), inverse_permutation(order));
-}
-
-Tensor empty_in_layout(const Shape& sizes, DType dtype, Device device, bool channels_last) {
-  if (!channels_last) return empty(sizes, dtype, device);
-  return empty_in_memory_order(
-      sizes, dtype, device,
-      memory_order(MemoryFormat::ChannelsLast, static_cast<int64_t>(sizes.size())));
-}
-
-// A 1-d problem as a 2-d one with H = 1 (cuDNN's descriptors start at rank 4).
+// A 1-d problem as a 2-d one with H = 1 (cuDNN's descriptors start at rank 4); the operands'
+// memory is the same, so only the sizes change.
 Shape lift(const Shape& s) {
   if (s.size() != 3) return s;
   return {s[0], s[1], 1, s[2]};
@@ -484,62 +460,33 @@ ConvGeometry lift(const ConvGeometry& g) {
   l.channels_last = false;
   return l;
 }
-Tensor lift(const Tensor& t) { return t.dim() == 3 ? unsqueeze(t, 2) : t; }
-Tensor unlift(const Tensor& t, size_t spatial) {
-  return spatial == 1 ? squeeze(t, std::vector<int64_t>{2}) : t;
-}
 
-Shape output_sizes(const Shape& x, const Shape& w, const ConvGeometry& g) {
-  Shape y = {x[0], w[0]};
-  for (size_t i = 0; i < g.stride.size(); ++i)
-    y.push_back((x[2 + i] + 2 * g.padding[i] - g.dilation[i] * (w[2 + i] - 1) - 1) / g.stride[i] +
-                1);
-  return y;
-}
-
-Problem problem(const char* op, const Tensor& any, const Shape& x, const Shape& w,
+// The problem of conv(x, w) whose output the caller allocated as `y`; a y of another size is a
+// caller's bug, named rather than run.
+Problem problem(const char* op, const Tensor& y, const Shape& x, const Shape& w,
                 const ConvGeometry& g) {
-  const ConvGeometry lg = lift(g);
-  return Problem{op,      any.device().index,         any.dtype(), lg, lift(x),
-                 lift(w), lift(output_sizes(x, w, g))};
+  const Shape y_size = conv_output_sizes(x, w, g);
+  KILN_CHECK(y.sizes() == y_size, Runtime, "[", op, "] the output gradient or result of size ",
+             y.sizes(), " does not match the convolution's output size ", y_size);
+  return Problem{op, y.device().index, y.dtype(), lift(g), lift(x), lift(w), lift(y_size)};
 }
 
-// --- entries -------------------------------------------------------------------
-
-Tensor forward(const Tensor& x, const Tensor& w, const ConvGeometry& g, const char* op) {
-  GradModeGuard no_grad(false);
-  const Problem p = problem(op, x, x.sizes(), w.sizes(), g);
-  const bool cl = p.g.channels_last;
-  Tensor xl = lift(in_layout(x, cl)), wl = lift(in_layout(w, cl));
-  Tensor y = empty_in_layout(p.y, x.dtype(), x.device(), cl);
-  if (!run_pass<Forward>(p, {xl.data_ptr(), wl.data_ptr(), y.data_ptr()})) return Tensor();
-  return unlift(y, g.stride.size());
+bool forward(const Tensor& y, const Tensor& x, const Tensor& w, const ConvGeometry& g,
+             const char* op) {
+  const Problem p = problem(op, y, x.sizes(), w.sizes(), g);
+  return run_pass<Forward>(p, {x.data_ptr(), w.data_ptr(), y.data_ptr()});
 }
 
-Tensor backward_data(const Tensor& grad_output, const Tensor& w, const Shape& input_sizes,
+bool backward_data(const Tensor& grad_input, const Tensor& grad_output, const Tensor& w,
+                   const ConvGeometry& g, const char* op) {
+  const Problem p = problem(op, grad_output, grad_input.sizes(), w.sizes(), g);
+  return run_pass<BackwardData>(p, {grad_input.data_ptr(), w.data_ptr(), grad_output.data_ptr()});
+}
+
+bool backward_filter(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& x,
                      const ConvGeometry& g, const char* op) {
-  GradModeGuard no_grad(false);
-  const Problem p = problem(op, w, input_sizes, w.sizes(), g);
-  KILN_CHECK(p.y == lift(grad_output.sizes()), Runtime, "[", op, "] grad_output of size ",
-             grad_output.sizes(), " does not match the convolution's output size ", p.y);
-  const bool cl = p.g.channels_last;
-  Tensor gy = lift(in_layout(grad_output, cl)), wl = lift(in_layout(w, cl));
-  Tensor gx = empty_in_layout(p.x, w.dtype(), w.device(), cl);
-  if (!run_pass<BackwardData>(p, {gx.data_ptr(), wl.data_ptr(), gy.data_ptr()})) return Tensor();
-  return unlift(gx, g.stride.size());
-}
-
-Tensor backward_filter(const Tensor& grad_output, const Tensor& x, const Shape& weight_sizes,
-                       const ConvGeometry& g, const char* op) {
-  GradModeGuard no_grad(false);
-  const Problem p = problem(op, x, x.sizes(), weight_sizes, g);
-  KILN_CHECK(p.y == lift(grad_output.sizes()), Runtime, "[", op, "] grad_output of size ",
-             grad_output.sizes(), " does not match the convolution's output size ", p.y);
-  const bool cl = p.g.channels_last;
-  Tensor gy = lift(in_layout(grad_output, cl)), xl = lift(in_layout(x, cl));
-  Tensor gw = empty_in_layout(p.w, x.dtype(), x.device(), cl);
-  if (!run_pass<BackwardFilter>(p, {xl.data_ptr(), gw.data_ptr(), gy.data_ptr()})) return Tensor();
-  return unlift(gw, g.stride.size());
+  const Problem p = problem(op, grad_output, x.sizes(), grad_weight.sizes(), g);
+  return run_pass<BackwardFilter>(p, {x.data_ptr(), grad_weight.data_ptr(), grad_output.data_ptr()});
 }
 
 int64_t version() {

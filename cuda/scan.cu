@@ -177,7 +177,7 @@ void scan_kernel(ScanOp op, const Tensor& out, const Tensor& indices, const Tens
   const int64_t outer = in.size(0), n = in.size(1);
   if (outer == 0 || n == 0) return;
   LaunchContext ctx(out);
-  const char* name = math::scan_op_name(op);
+  const char* name = op_name(op);
   dispatch_all(in.dtype(), name, [&](auto tag) {
     using T = device_t<typename decltype(tag)::type>;
     using A = acc_t<T>;

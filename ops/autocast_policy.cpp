@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/copy.h"
+#include "ops/scan_table.h"
 
 namespace kiln {
 
@@ -14,8 +15,8 @@ using Policy = AutocastPolicy;
 
 // The one autocast table, following PyTorch's CUDA lists. kiln applies it on
 // every device (CPU autocast included), so a model gets the same dtypes on the
-// CPU as on the GPU. Elementwise ops carry their policy in ops/op_table.h, next
-// to their definition; table() merges them with the ops listed here. Ops that
+// CPU as on the GPU. Elementwise and scan ops carry their policy in their tables,
+// ops/op_table.h and ops/scan_table.h; table() merges them with the ops listed here. Ops that
 // take dtype= skip autocast when it is given.
 const std::vector<std::pair<std::string, Policy>>& own_entries() {
   static const std::vector<std::pair<std::string, Policy>> entries = {
@@ -50,8 +51,6 @@ const std::vector<std::pair<std::string, Policy>>& own_entries() {
       {"norm", Policy::Float32},
       {"sum", Policy::Float32},
       {"prod", Policy::Float32},
-      {"cumsum", Policy::Float32},
-      {"cumprod", Policy::Float32},
       {"logsumexp", Policy::Float32},
       {"mse_loss", Policy::Float32},
       {"l1_loss", Policy::Float32},
@@ -87,6 +86,10 @@ const std::unordered_map<std::string, Policy>& table() {
     KILN_UNARY_OPS(KILN_AUTOCAST_ENTRY)
     KILN_BINARY_OPS(KILN_AUTOCAST_ENTRY)
 #undef KILN_AUTOCAST_ENTRY
+#define KILN_AUTOCAST_SCAN_ENTRY(name, op, functor, signature, autocast, saves) \
+  if (Policy::autocast != Policy::None) m.emplace(#name, Policy::autocast);
+    KILN_SCAN_OPS(KILN_AUTOCAST_SCAN_ENTRY)
+#undef KILN_AUTOCAST_SCAN_ENTRY
     return m;
   }();
   return t;

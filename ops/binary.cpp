@@ -1,6 +1,8 @@
 // Front ends and backward rules of the binary elementwise ops.
 #include "ops/binary.h"
 
+#include <iterator>
+
 #include "autograd/function.h"
 #include "core/error.h"
 #include "core/promotion.h"
@@ -22,6 +24,18 @@ using Grads = std::vector<Tensor>;
 
 bool saves_inputs(BinaryOp op) { return op != BinaryOp::add && op != BinaryOp::sub; }
 bool saves_result(BinaryOp op) { return op == BinaryOp::div || op == BinaryOp::pow; }
+
+// Whether op's autocast column in ops/op_table.h names a policy (pow, atan2): the column, not
+// the op's name, decides.
+bool autocasts(BinaryOp op) {
+  static constexpr bool kAutocasts[] = {
+#define KILN_BINARY_AUTOCASTS(name, kind, autocast) AutocastPolicy::autocast != AutocastPolicy::None,
+      KILN_BINARY_OPS(KILN_BINARY_AUTOCASTS)
+#undef KILN_BINARY_AUTOCASTS
+  };
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kAutocasts) && kAutocasts[i];  // the internal gradient ops never autocast
+}
 
 Tensor mask_as(const Tensor& mask, const Tensor& like) { return to_dtype(mask, like.dtype()); }
 
@@ -112,8 +126,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   tracing::OpScope scope(op_name(op));
   if (op == BinaryOp::nextafter) check_nextafter(a, b);
   if (op == BinaryOp::pow) check_integer_pow(a, b);
-  if (op == BinaryOp::pow)
-    if (auto ac = autocast_args("pow", {a, b}))
+  if (autocasts(op))
+    if (auto ac = autocast_args(op_name(op), {a, b}))
       return scope.out(binary(op, (*ac)[0], (*ac)[1]), a, b);
   Tensor out = binary_compute(op, a, b);
   // needs_grad({a, b}) without copying the two handles into a list: every op runs this.
@@ -173,6 +187,24 @@ const Tensor& add_(const Tensor& self, const Tensor& other, Scalar alpha) {
 }
 const Tensor& sub_(const Tensor& self, const Tensor& other, Scalar alpha) {
   return sub_(self, scaled(other, alpha));
+}
+
+Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& rounding_mode) {
+  if (!rounding_mode) return div(a, b);
+  if (*rounding_mode == "floor") return floor_divide(a, b);
+  KILN_CHECK(*rounding_mode == "trunc", Runtime,
+             "[div] expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+             *rounding_mode, "'");
+  const DType rt = result_type(a, b);
+  Tensor q = trunc(div(a, b));
+  return is_floating(rt) ? q : to_dtype(q, rt);
+}
+
+const Tensor& div_(const Tensor& self, const Tensor& other,
+                   const std::optional<std::string>& rounding_mode) {
+  if (!rounding_mode) return div_(self, other);
+  return assign_inplace(self, {other}, "div_",
+                        [&](const Tensor& s) { return div(s, other, rounding_mode); });
 }
 
 Tensor rsub(const Tensor& a, Scalar b) { return sub(wrapped_scalar(b), a); }

@@ -2,6 +2,9 @@
 // variants, and C++ operators for embedding code.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "core/scalar.h"
 #include "core/tensor.h"
 #include "ops/op_table.h"
@@ -25,6 +28,11 @@ Tensor add(const Tensor& a, const Tensor& b, Scalar alpha);
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha);
 const Tensor& add_(const Tensor& self, const Tensor& other, Scalar alpha);
 const Tensor& sub_(const Tensor& self, const Tensor& other, Scalar alpha);
+// PyTorch's div(rounding_mode=): nullopt divides exactly, "trunc" rounds the quotient towards
+// zero and "floor" down (floor_divide); the result dtype follows result_type for both.
+Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& rounding_mode);
+const Tensor& div_(const Tensor& self, const Tensor& other,
+                   const std::optional<std::string>& rounding_mode);
 // Scalar on the left: 2 - x, 1 / x, 2 ** x.
 Tensor rsub(const Tensor& a, Scalar b);
 Tensor rdiv(const Tensor& a, Scalar b);

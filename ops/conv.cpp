@@ -329,6 +329,61 @@ Tensor bias_grad(const Tensor& g) {
   return sum(g, dims);
 }
 
+// The library computes on dense operands in the geometry's layout (ConvBackend's contract);
+// these lay the operands out and allocate the result, under no_grad, so that no kernel layer
+// calls a front end. A 1-d problem is always NCHW (cuDNN runs it as 2-d with H = 1).
+bool dense_channels_last(const ConvGeometry& g) {
+  return g.channels_last && g.stride.size() > 1;
+}
+
+// `t` itself when contiguous and on a 16-byte boundary (a view into the middle of a tensor may
+// not be, and cuDNN's vectorized kernels assume it), else a contiguous copy.
+Tensor dense(const Tensor& t) {
+  if (t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0) return t;
+  return clone(t);
+}
+
+Tensor in_layout(const Tensor& t, bool cl) {
+  if (!cl) return dense(t);
+  const std::vector<int64_t> order = memory_order(MemoryFormat::ChannelsLast, t.dim());
+  return permute(dense(permute(t, order)), inverse_permutation(order));
+}
+
+Tensor empty_in_layout(const Shape& sizes, const Tensor& like, bool cl) {
+  if (!cl) return empty(sizes, like.dtype(), like.device());
+  return empty_in_memory_order(
+      sizes, like.dtype(), like.device(),
+      memory_order(MemoryFormat::ChannelsLast, static_cast<int64_t>(sizes.size())));
+}
+
+// Each pass's result, or an undefined tensor where the library declines the problem.
+Tensor accelerated_forward(const ConvBackend& cb, const Tensor& x, const Tensor& w,
+                           const ConvGeometry& g, const char* op) {
+  GradModeGuard no_grad(false);
+  const bool cl = dense_channels_last(g);
+  Tensor y = empty_in_layout(conv_output_sizes(x.sizes(), w.sizes(), g), x, cl);
+  return cb.forward(y, in_layout(x, cl), in_layout(w, cl), g, op) ? y : Tensor();
+}
+
+Tensor accelerated_backward_data(const ConvBackend& cb, const Tensor& grad_output, const Tensor& w,
+                                 const Shape& input_sizes, const ConvGeometry& g, const char* op) {
+  GradModeGuard no_grad(false);
+  const bool cl = dense_channels_last(g);
+  Tensor gx = empty_in_layout(input_sizes, w, cl);
+  return cb.backward_data(gx, in_layout(grad_output, cl), in_layout(w, cl), g, op) ? gx
+                                                                                    : Tensor();
+}
+
+Tensor accelerated_backward_filter(const ConvBackend& cb, const Tensor& grad_output,
+                                   const Tensor& x, const Shape& weight_sizes,
+                                   const ConvGeometry& g, const char* op) {
+  GradModeGuard no_grad(false);
+  const bool cl = dense_channels_last(g);
+  Tensor gw = empty_in_layout(weight_sizes, x, cl);
+  return cb.backward_filter(gw, in_layout(grad_output, cl), in_layout(x, cl), g, op) ? gw
+                                                                                      : Tensor();
+}
+
 Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor& weight,
                         const std::optional<Tensor>& bias, const Dims& stride, const Dims& lo,
                         const Dims& hi, const Dims& dilation, int64_t groups, const Dims& k,
@@ -351,11 +406,7 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
     x = pad_spatial(input, Dims(n, 0), extra, 0.0);
   }
   const ConvGeometry geo{stride, lo, dilation, groups, cl};
-  Tensor y;
-  {
-    GradModeGuard no_grad(false);
-    y = cb.forward(x, weight, geo, op);
-  }
+  Tensor y = accelerated_forward(cb, x, weight, geo, op);
   if (!y.defined()) return y;
   add_bias_in_place(y, bias);
   const std::vector<Tensor> inputs = node_inputs(x, weight, bias);
@@ -376,8 +427,8 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
              grads.insert(grads.begin(), c.begin(), c.end());
              return grads;
            }
-           Tensor gx = want_x ? cb->backward_data(g[0], wv, xv.sizes(), geo, op) : Tensor();
-           Tensor gw = want_w ? cb->backward_filter(g[0], xv, wv.sizes(), geo, op) : Tensor();
+           Tensor gx = want_x ? accelerated_backward_data(*cb, g[0], wv, xv.sizes(), geo, op) : Tensor();
+           Tensor gw = want_w ? accelerated_backward_filter(*cb, g[0], xv, wv.sizes(), geo, op) : Tensor();
            if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
              Grads c = conv_backward(xv, wv, g[0], want_x && !gx.defined(), want_w && !gw.defined(),
                                      k, out, geo.stride, p, p, geo.dilation, geo.groups, op);
@@ -407,11 +458,7 @@ Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const 
   if (!int32_sized({x.sizes(), weight.sizes(), y_size})) return Tensor();
   const ConvGeometry geo{stride, padding, dilation, groups,
                          channels_last(x) || channels_last(weight)};
-  Tensor y;
-  {
-    GradModeGuard no_grad(false);
-    y = cb.backward_data(x, weight, y_size, geo, op);
-  }
+  Tensor y = accelerated_backward_data(cb, x, weight, y_size, geo, op);
   if (!y.defined()) return y;
   add_bias_in_place(y, bias);
   const std::vector<Tensor> inputs = node_inputs(x, weight, bias);
@@ -434,8 +481,8 @@ Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const 
              return grads;
            }
            // In the conv whose backward-data this op is, g is the input and x the output gradient.
-           Tensor gx = want_x ? cb->forward(g[0], wv, geo, op) : Tensor();
-           Tensor gw = want_w ? cb->backward_filter(xv, g[0], wv.sizes(), geo, op) : Tensor();
+           Tensor gx = want_x ? accelerated_forward(*cb, g[0], wv, geo, op) : Tensor();
+           Tensor gw = want_w ? accelerated_backward_filter(*cb, xv, g[0], wv.sizes(), geo, op) : Tensor();
            if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
              Grads c = composed(want_x && !gx.defined(), want_w && !gw.defined());
              if (!gx.defined()) gx = c[0];

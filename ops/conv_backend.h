@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/shape.h"
 #include "core/tensor.h"
 
 namespace kiln {
@@ -22,25 +23,35 @@ struct ConvGeometry {
   bool channels_last = false;
 };
 
-// Every entry takes batched [N, C, *S] operands of one floating dtype on one
-// device, in any layout (they are made dense in the geometry's layout), and
-// returns a new tensor in that layout, or an undefined Tensor when the library
-// has no algorithm for the problem (the caller then composes). Errors name `op`.
+// The output sizes [N, O, *out] of conv(x [N, C, *S], w [O, C / groups, *K]) under `g`, by
+// PyTorch's formula; the front end and the library size their tensors from this one rule.
+inline Shape conv_output_sizes(const Shape& x, const Shape& w, const ConvGeometry& g) {
+  Shape y = {x[0], w[0]};
+  for (size_t i = 0; i < g.stride.size(); ++i)
+    y.push_back((x[2 + i] + 2 * g.padding[i] - g.dilation[i] * (w[2 + i] - 1) - 1) / g.stride[i] +
+                1);
+  return y;
+}
+
+// Every entry takes batched [N, C, *S] operands of one floating dtype on one device and writes
+// a result the caller allocated, all dense in the geometry's layout (contiguous NCHW, or NHWC /
+// NDHWC when channels_last) and starting on a 16-byte boundary: ops/conv.cpp lays them out, so
+// the library only computes (Note [Layers]). An entry returns false, having written nothing
+// useful, when the library has no algorithm for the problem (the caller then composes). Errors
+// name `op`.
 struct ConvBackend {
   // The library's version as one number (cuDNN: major * 10000 + minor * 100 +
   // patch), 0 when it cannot be loaded at run time (the other entries are then unusable).
   int64_t (*version)() = nullptr;
-  // y = conv(x, w): x [N, C, *S], w [O, C / groups, *K] -> [N, O, *out].
-  Tensor (*forward)(const Tensor& x, const Tensor& w, const ConvGeometry& g,
-                    const char* op) = nullptr;
-  // The input gradient of conv (= conv_transpose of grad_output), of size `input_sizes`.
-  Tensor (*backward_data)(const Tensor& grad_output, const Tensor& w,
-                          const Shape& input_sizes, const ConvGeometry& g,
-                          const char* op) = nullptr;
-  // The weight gradient of conv(x, w), of size `weight_sizes`.
-  Tensor (*backward_filter)(const Tensor& grad_output, const Tensor& x,
-                            const Shape& weight_sizes, const ConvGeometry& g,
-                            const char* op) = nullptr;
+  // y = conv(x, w): x [N, C, *S], w [O, C / groups, *K], y [N, O, *out].
+  bool (*forward)(const Tensor& y, const Tensor& x, const Tensor& w, const ConvGeometry& g,
+                  const char* op) = nullptr;
+  // grad_input (x's sizes) = the input gradient of conv (= conv_transpose of grad_output).
+  bool (*backward_data)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& w,
+                        const ConvGeometry& g, const char* op) = nullptr;
+  // grad_weight (w's sizes) = the weight gradient of conv(x, w).
+  bool (*backward_filter)(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& x,
+                          const ConvGeometry& g, const char* op) = nullptr;
 };
 
 // Called by a device library when it loads (cuda/backend_cuda.cpp).

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "ops/backend.h"
+#include "ops/scan_table.h"
 
 namespace kiln {
 
@@ -76,14 +77,27 @@ Tensor count_nonzero(const Tensor& x, const DimList& dims = std::nullopt);
 // log(sum(exp(x))) over dims, shifted by the max so large inputs do not overflow.
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
 
-// Inclusive scans along `dim`; integer and bool inputs accumulate in int64.
-Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
-Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
-// Running max / min along `dim` and the index each value came from: on ties the last index,
-// and a NaN propagates with the index of the latest NaN (PyTorch's rules).
-std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim);
-std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
-// log(cumsum(exp(x))) along `dim`, without overflow; floating inputs only.
-Tensor logcumsumexp(const Tensor& x, int64_t dim);
+// Inclusive scans along `dim` (ops/scan.cpp). Any scan op of KILN_SCAN_OPS (ops/scan_table.h):
+// the result and, for the Indexed ops, the indices (else an undefined tensor). dtype is the
+// Accumulate ops' dtype= (ignored by the others).
+std::pair<Tensor, Tensor> scan(ScanOp op, const Tensor& x, int64_t dim,
+                               std::optional<DType> dtype = std::nullopt);
+
+// One function per op of KILN_SCAN_OPS, in the signature its column names:
+//   Accumulate (cumsum, cumprod): integer and bool inputs accumulate in int64 unless dtype says.
+//   Indexed (cummax, cummin): the running extreme and the index each value came from; on ties
+//     the last index, and a NaN propagates with the index of the latest NaN (PyTorch's rules).
+//   Floating (logcumsumexp: log(cumsum(exp(x))) without overflow): floating inputs only.
+#define KILN_DECLARE_SCAN_Accumulate(name) \
+  Tensor name(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+#define KILN_DECLARE_SCAN_Indexed(name) std::pair<Tensor, Tensor> name(const Tensor& x, int64_t dim);
+#define KILN_DECLARE_SCAN_Floating(name) Tensor name(const Tensor& x, int64_t dim);
+#define KILN_DECLARE_SCAN(name, op, functor, signature, autocast, saves) \
+  KILN_DECLARE_SCAN_##signature(name)
+KILN_SCAN_OPS(KILN_DECLARE_SCAN)
+#undef KILN_DECLARE_SCAN
+#undef KILN_DECLARE_SCAN_Floating
+#undef KILN_DECLARE_SCAN_Indexed
+#undef KILN_DECLARE_SCAN_Accumulate
 
 }  // namespace kiln

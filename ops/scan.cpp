@@ -1,5 +1,7 @@
-// Scans along one dim, with autograd: cumsum, cumprod, cummax, cummin, logcumsumexp. The
-// kernels are the shared scan functors (Note [Scan functors], ops/math/scan_functors.h).
+// Scans along one dim, with autograd: every op of KILN_SCAN_OPS (ops/scan_table.h) through one
+// front end, whose table columns say the signature, the result dtype, the autocast policy and
+// what the backward saves; each op adds only its backward case (scan_backward). The kernels are
+// the shared scan functors (Note [Scan functors], ops/math/scan_functors.h).
 #include <limits>
 #include <utility>
 #include <vector>
@@ -38,7 +40,7 @@ std::pair<Tensor, Tensor> scan_compute(ScanOp op, const Tensor& x, int64_t dim, 
   const int64_t n = in.sizes().back();
   int64_t outer = 1;
   for (size_t i = 0; i + 1 < in.sizes().size(); ++i) outer *= in.sizes()[i];
-  const bool indexed = op == ScanOp::Max || op == ScanOp::Min;
+  const bool indexed = op_signature(op) == ScanSignature::Indexed;
   Tensor out = make_tensor(in.sizes(), dt, x.device());
   Tensor indices = indexed ? make_tensor(in.sizes(), DType::Int64, x.device()) : Tensor();
   if (out.numel() > 0)
@@ -83,22 +85,11 @@ DType scan_dtype(const Tensor& x, std::optional<DType> dtype) {
   return dtype ? *dtype : (is_integral(x.dtype(), true) ? DType::Int64 : x.dtype());
 }
 
-// cummax / cummin: values keep x's dtype, indices are int64; the gradient flows to the element
-// each output was taken from, so repeated indices accumulate.
-std::pair<Tensor, Tensor> cumulative_extreme(ScanOp op, const Tensor& x, int64_t dim,
-                                             const char* name) {
-  const int64_t d = wrap_dim(dim, x.dim(), name);
-  std::pair<Tensor, Tensor> result = scan_compute(op, x, d, x.dtype(), name);
-  if (is_floating(x.dtype()) && needs_grad({x})) {
-    record(name, {x}, {result.first},
-           [d, shape = x.sizes(), si = SavedTensor(result.second)](const Grads& g,
-                                                                  Node&) -> Grads {
-             if (shape.empty()) return {g[0]};
-             return {scatter_add(zeros(shape, g[0].dtype(), g[0].device()), d, si.unpack(),
-                                 g[0])};
-           });
-  }
-  return result;
+// cummax / cummin: the gradient flows to the element each output was taken from, so repeated
+// indices accumulate.
+Tensor extreme_grad(const Tensor& g, const Tensor& indices, const Shape& shape, int64_t dim) {
+  if (shape.empty()) return g;
+  return scatter_add(zeros(shape, g.dtype(), g.device()), dim, indices, g);
 }
 
 // Note [logcumsumexp gradient]: with y = logcumsumexp(x), dy_k/dx_i = exp(x_i - y_k) for
@@ -134,56 +125,76 @@ Tensor logcumsumexp_grad(const Tensor& g, const Tensor& x, const Tensor& y, int6
   return sub(part(gt(g, Scalar(0.0))), part(lt(g, Scalar(0.0))));
 }
 
+// The gradient of op's result y = op(x) (x in the result's dtype) along dim, from what the
+// table's saves column kept: x and y (InputOutput) or the indices (Indexed ops).
+Tensor scan_backward(ScanOp op, const Tensor& g, const Tensor& x, const Tensor& y,
+                     const Tensor& indices, const Shape& shape, int64_t dim) {
+  switch (op) {
+    case ScanOp::Sum:  // cumsum
+      return reverse_cumsum(g, dim);
+    case ScanOp::Prod:  // cumprod
+      return cumprod_grad(g, x, y, dim);
+    case ScanOp::Max:  // cummax
+    case ScanOp::Min:  // cummin
+      return extreme_grad(g, indices, shape, dim);
+    case ScanOp::LogSumExp:  // logcumsumexp
+      return logcumsumexp_grad(g, x, y, dim);
+  }
+  fail(ErrorKind::Runtime, "[", op_name(op), "] has no backward");
+}
+
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  if (auto ac = autocast_args("cumsum", {x}, dtype.has_value()))
-    return cumsum((*ac)[0], dim, dtype);
-  const int64_t d = wrap_dim(dim, x.dim(), "cumsum");
-  DType dt = scan_dtype(x, dtype);
-  Tensor out = scan_compute(ScanOp::Sum, x, d, dt, "cumsum").first;
+std::pair<Tensor, Tensor> scan(ScanOp op, const Tensor& x, int64_t dim,
+                               std::optional<DType> dtype) {
+  const char* name = op_name(op);
+  const ScanSignature signature = op_signature(op);
+  if (op_autocast(op) != AutocastPolicy::None)
+    if (auto ac = autocast_args(name, {x}, dtype.has_value())) return scan(op, (*ac)[0], dim, dtype);
+  const int64_t d = wrap_dim(dim, x.dim(), name);
+  KILN_CHECK(signature != ScanSignature::Floating || is_floating(x.dtype()), NotImplemented, "[",
+             name, "] not implemented for dtype ", x.dtype(), "; it takes floating point inputs");
+  const DType dt = signature == ScanSignature::Accumulate ? scan_dtype(x, dtype) : x.dtype();
+  std::pair<Tensor, Tensor> result = scan_compute(op, x, d, dt, name);
   if (is_floating(dt) && needs_grad({x})) {
-    record("cumsum", {x}, {out}, [d](const Grads& g, Node&) -> Grads {
-      return {reverse_cumsum(g[0], d)};
-    });
+    SavedTensor sx, sy, si;
+    switch (op_saves(op)) {
+      case ScanSaves::InputOutput:
+        sx = SavedTensor(x);
+        sy = SavedTensor::output(result.first, 0);
+        break;
+      case ScanSaves::Indices:
+        si = SavedTensor(result.second);
+        break;
+      case ScanSaves::Nothing:
+        break;
+    }
+    record(name, {x}, {result.first},
+           [op, d, dt, shape = x.sizes(), sx, sy, si](const Grads& g, Node& self) -> Grads {
+             Tensor xv = sx.unpack();
+             return {scan_backward(op, g[0], xv.defined() ? to_dtype(xv, dt) : xv,
+                                   sy.unpack(self), si.unpack(), shape, d)};
+           });
   }
-  return out;
+  return result;
 }
 
-Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  if (auto ac = autocast_args("cumprod", {x}, dtype.has_value()))
-    return cumprod((*ac)[0], dim, dtype);
-  const int64_t d = wrap_dim(dim, x.dim(), "cumprod");
-  DType dt = scan_dtype(x, dtype);
-  Tensor out = scan_compute(ScanOp::Prod, x, d, dt, "cumprod").first;
-  if (is_floating(dt) && needs_grad({x})) {
-    record("cumprod", {x}, {out}, [d, dt, sx = SavedTensor(x), so = SavedTensor::output(out, 0)](
-                                      const Grads& g, Node& self) -> Grads {
-      return {cumprod_grad(g[0], to_dtype(sx.unpack(), dt), so.unpack(self), d)};
-    });
+#define KILN_DEFINE_SCAN_Accumulate(name, op)                                  \
+  Tensor name(const Tensor& x, int64_t dim, std::optional<DType> dtype) {      \
+    return scan(ScanOp::op, x, dim, dtype).first;                              \
   }
-  return out;
-}
-
-std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) {
-  return cumulative_extreme(ScanOp::Max, x, dim, "cummax");
-}
-
-std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
-  return cumulative_extreme(ScanOp::Min, x, dim, "cummin");
-}
-
-Tensor logcumsumexp(const Tensor& x, int64_t dim) {
-  const int64_t d = wrap_dim(dim, x.dim(), "logcumsumexp");
-  KILN_CHECK(is_floating(x.dtype()), NotImplemented, "[logcumsumexp] not implemented for dtype ",
-             x.dtype(), "; it takes floating point inputs");
-  Tensor out = scan_compute(ScanOp::LogSumExp, x, d, x.dtype(), "logcumsumexp").first;
-  if (needs_grad({x})) {
-    record("logcumsumexp", {x}, {out},
-           [d, sx = SavedTensor(x), so = SavedTensor::output(out, 0)](const Grads& g, Node& self)
-               -> Grads { return {logcumsumexp_grad(g[0], sx.unpack(), so.unpack(self), d)}; });
+#define KILN_DEFINE_SCAN_Indexed(name, op)                                     \
+  std::pair<Tensor, Tensor> name(const Tensor& x, int64_t dim) {               \
+    return scan(ScanOp::op, x, dim);                                           \
   }
-  return out;
-}
+#define KILN_DEFINE_SCAN_Floating(name, op)                                    \
+  Tensor name(const Tensor& x, int64_t dim) { return scan(ScanOp::op, x, dim).first; }
+#define KILN_DEFINE_SCAN(name, op, functor, signature, autocast, saves) \
+  KILN_DEFINE_SCAN_##signature(name, op)
+KILN_SCAN_OPS(KILN_DEFINE_SCAN)
+#undef KILN_DEFINE_SCAN
+#undef KILN_DEFINE_SCAN_Floating
+#undef KILN_DEFINE_SCAN_Indexed
+#undef KILN_DEFINE_SCAN_Accumulate
 
 }  // namespace kiln

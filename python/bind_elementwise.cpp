@@ -12,6 +12,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
+#include "ops/scan_table.h"
 #include "ops/unary.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
@@ -81,7 +82,7 @@ Tensor reflected_div(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void init_elementwise(py::module_& m, TensorClass& cls) {
-  // The op table as data, so tests can check that every op is covered.
+  // The op tables as data, so tests can check that every op is covered.
   m.def("_op_table", [] {
     py::dict unary, binary;
 #define KILN_TABLE_UNARY(name, kind, autocast) unary[#name] = #kind;
@@ -90,9 +91,18 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
 #define KILN_TABLE_BINARY(name, kind, autocast) binary[#name] = #kind;
     KILN_BINARY_OPS(KILN_TABLE_BINARY)
 #undef KILN_TABLE_BINARY
+    py::dict binary_grad, scan;
+#define KILN_TABLE_BINARY_GRAD(name, kind, autocast) binary_grad[#name] = #kind;
+    KILN_BINARY_GRAD_OPS(KILN_TABLE_BINARY_GRAD)
+#undef KILN_TABLE_BINARY_GRAD
+#define KILN_TABLE_SCAN(name, op, functor, signature, autocast, saves) scan[#name] = #signature;
+    KILN_SCAN_OPS(KILN_TABLE_SCAN)
+#undef KILN_TABLE_SCAN
     py::dict table;
     table["unary"] = unary;
     table["binary"] = binary;
+    table["binary_grad"] = binary_grad;  // internal: fused activation gradients, not bound
+    table["scan"] = scan;
     return table;
   });
 
@@ -138,19 +148,16 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
       return is_add ? add_(x, y, alpha) : sub_(x, y, alpha);
     }, py::arg("other"), py::kw_only(), py::arg("alpha") = Scalar(1));
   }
-  auto div_rounding = [](const Tensor& x, const Tensor& y, py::object mode) -> Tensor {
-    if (mode.is_none()) return div(x, y);
-    // PyTorch's kinds: a non-string is a TypeError (argument parsing), a wrong string a
-    // RuntimeError.
+  // rounding_mode's type is checked here (PyTorch's argument parsing raises TypeError); its
+  // value and the math are the C++ front end's (ops/binary.h).
+  auto rounding = [](py::handle mode) -> std::optional<std::string> {
+    if (mode.is_none()) return std::nullopt;
     KILN_CHECK(py::isinstance<py::str>(mode), Type, "[div] rounding_mode must be None or a str, "
-               "not ", py::str(py::type::of(mode).attr("__name__")).cast<std::string>());
-    std::string name = py::str(mode);
-    if (name == "floor") return floor_divide(x, y);
-    KILN_CHECK(name == "trunc", Runtime, "[div] expected rounding_mode to be one of None, "
-               "'trunc', or 'floor' but found '", name, "'");
-    DType rt = result_type(x, y);
-    Tensor q = trunc(div(x, y));
-    return is_floating(rt) ? q : to_dtype(q, rt);
+               "not ", py::str(py::type::handle_of(mode).attr("__name__")).cast<std::string>());
+    return py::str(mode).cast<std::string>();
+  };
+  auto div_rounding = [rounding](const Tensor& x, const Tensor& y, py::object mode) {
+    return div(x, y, rounding(mode));
   };
   m.def("div", [div_rounding](py::object a, py::object b, py::object mode) {
     return div_rounding(to_tensor_arg(a, "div", "input"), to_tensor_arg(b, "div", "other"), mode);
@@ -158,11 +165,8 @@ void init_elementwise(py::module_& m, TensorClass& cls) {
   cls.def("div", [div_rounding](const Tensor& a, py::object b, py::object mode) {
     return div_rounding(a, to_tensor_arg(b, "div", "other"), mode);
   }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
-  cls.def("div_", [div_rounding](const Tensor& a, py::object b, py::object mode) {
-    if (mode.is_none()) return div_(a, to_tensor_arg(b, "div_", "other"));
-    Tensor other = to_tensor_arg(b, "div_", "other");
-    return assign_inplace(a, {other}, "div_",
-                          [&](const Tensor& s) { return div_rounding(s, other, mode); });
+  cls.def("div_", [rounding](const Tensor& a, py::object b, py::object mode) {
+    return div_(a, to_tensor_arg(b, "div_", "other"), rounding(mode));
   }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
 
 

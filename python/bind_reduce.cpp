@@ -12,6 +12,7 @@
 #include "ops/linalg_matrix.h"
 #include "ops/statistics.h"
 #include "ops/reduce.h"
+#include "ops/scan_table.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
 
@@ -83,6 +84,38 @@ double parse_norm_order(py::handle p, const char* op) {
   KILN_CHECK(py::isinstance<py::int_>(p) || py::isinstance<py::float_>(p), Type, "[", op,
              "] p must be a number or 'fro'");
   return p.cast<double>();
+}
+
+// kiln.<op>(input, dim, ...) and Tensor.<op>(dim, ...) for a scan op of KILN_SCAN_OPS
+// (ops/scan_table.h), in the signature its table column names.
+void bind_scan(py::module_& m, TensorClass& cls, ScanOp op) {
+  const char* name = op_name(op);
+  switch (op_signature(op)) {
+    case ScanSignature::Accumulate: {
+      auto fn = [op, name](const Tensor& x, int64_t dim, py::object dtype) {
+        return scan(op, x, dim, parse_dtype(dtype, name)).first;
+      };
+      m.def(name, fn, py::arg("input"), py::arg("dim"), py::kw_only(),
+            py::arg("dtype") = py::none());
+      cls.def(name, fn, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
+      return;
+    }
+    case ScanSignature::Indexed: {
+      auto fn = [op, result_type = values_indices_type(name)](const Tensor& x, int64_t dim) {
+        auto [values, indices] = scan(op, x, dim);
+        return result_type(values, indices);
+      };
+      m.def(name, fn, py::arg("input"), py::arg("dim"));
+      cls.def(name, fn, py::arg("dim"));
+      return;
+    }
+    case ScanSignature::Floating: {
+      auto fn = [op](const Tensor& x, int64_t dim) { return scan(op, x, dim).first; };
+      m.def(name, fn, py::arg("input"), py::arg("dim"));
+      cls.def(name, fn, py::arg("dim"));
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -237,27 +270,9 @@ void init_reduce(py::module_& m, TensorClass& cls) {
   m.def("logsumexp", lse_fn, py::arg("input"), py::arg("dim"), py::arg("keepdim") = false);
   cls.def("logsumexp", lse_fn, py::arg("dim"), py::arg("keepdim") = false);
 
-  for (bool is_sum : {true, false}) {
-    const char* name = is_sum ? "cumsum" : "cumprod";
-    auto fn = [is_sum, name](const Tensor& x, int64_t dim, py::object dtype) {
-      std::optional<DType> dt = parse_dtype(dtype, name);
-      return is_sum ? cumsum(x, dim, dt) : cumprod(x, dim, dt);
-    };
-    m.def(name, fn, py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
-    cls.def(name, fn, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
-  }
-  for (bool is_max : {true, false}) {
-    const char* name = is_max ? "cummax" : "cummin";
-    auto fn = [is_max, result_type = values_indices_type(name)](const Tensor& x, int64_t dim) {
-      auto [values, indices] = is_max ? cummax(x, dim) : cummin(x, dim);
-      return result_type(values, indices);
-    };
-    m.def(name, fn, py::arg("input"), py::arg("dim"));
-    cls.def(name, fn, py::arg("dim"));
-  }
-  auto lcse_fn = [](const Tensor& x, int64_t dim) { return logcumsumexp(x, dim); };
-  m.def("logcumsumexp", lcse_fn, py::arg("input"), py::arg("dim"));
-  cls.def("logcumsumexp", lcse_fn, py::arg("dim"));
+#define KILN_BIND_SCAN(name, op, functor, signature, autocast, saves) bind_scan(m, cls, ScanOp::op);
+  KILN_SCAN_OPS(KILN_BIND_SCAN)
+#undef KILN_BIND_SCAN
   init_reduce_extra(m, cls);
 }
 

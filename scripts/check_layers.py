@@ -26,9 +26,10 @@ Usage: scripts/check_layers.py [--root DIR] [--print-dag]
 #
 # The contract lives in ops/ beside the front ends it serves, so it is named file by file.
 # cpu and cuda never see each other or a front end: a backend that needs a tensor allocates it
-# with core's make_tensor, and a backend that would need a front end is an accelerator above
-# the kernels (see EXCEPTIONS for the one left). Tests and benchmarks are outside the layers;
-# the C++ examples may include only the public headers.
+# with core's make_tensor, and an accelerator's operands are laid out by its caller in ops/
+# (cuDNN convolution computes on what ops/conv.cpp made dense). The check has no exceptions.
+# Tests and benchmarks are outside the layers; the C++ examples may include only the public
+# headers.
 
 import argparse
 import os
@@ -41,8 +42,9 @@ LAYERS = [
     ("contract", [
         "ops/activation_grad.h", "ops/attention.h", "ops/backend.h", "ops/conv_backend.h",
         "ops/math/", "ops/dispatch.h", "ops/generator.h", "ops/generator.cpp",
-        "ops/linear_backend.h", "ops/op_table.h", "ops/optim.h", "ops/optim_math.h",
-        "ops/philox.h", "ops/philox_capture.h", "ops/pool2d.h", "ops/special_math.h",
+        "ops/kernel_families.h", "ops/linear_backend.h", "ops/op_table.h", "ops/optim.h",
+        "ops/optim_math.h", "ops/philox.h", "ops/philox_capture.h", "ops/pool2d.h",
+        "ops/scan_table.h", "ops/special_math.h",
     ], ["core"]),
     ("cpu", ["ops/cpu/"], ["contract"]),
     ("cuda", ["cuda/"], ["contract"]),
@@ -51,19 +53,6 @@ LAYERS = [
     ("distributed", ["distributed/"], ["ops"]),
     ("python", ["python/"], ["runtime", "distributed"]),
 ]
-
-# Upward includes the build accepts for now, each with why it is not fixed yet. An entry that no
-# longer matches an include is an error too, so the list only shrinks.
-EXCEPTIONS = {
-    # cuDNN convolution is an accelerator (ops/conv_backend.h) that lays its operands out
-    # densely with front ends (clone, permute, memory formats) under no_grad. The fix moves that
-    # layout step into ops/conv.cpp's call, which needs a GPU run to land safely.
-    ("cuda/cudnn_conv.cpp", "autograd/grad_mode.h"): "issue 14: cuDNN layouts in the front end",
-    ("cuda/cudnn_conv.cpp", "ops/copy.h"): "issue 14: cuDNN layouts in the front end",
-    ("cuda/cudnn_conv.cpp", "ops/creation.h"): "issue 14: cuDNN layouts in the front end",
-    ("cuda/cudnn_conv.cpp", "ops/memory_format.h"): "issue 14: cuDNN layouts in the front end",
-    ("cuda/cudnn_conv.cpp", "ops/view.h"): "issue 14: cuDNN layouts in the front end",
-}
 
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
 PUBLIC_HEADERS = "cmake/public_headers.txt"
@@ -126,7 +115,6 @@ def read_public_headers(root):
 def check(root):
     errors = []
     closure = allowed_layers()
-    used_exceptions = set()
     layer_folders = sorted({m.split("/")[0] for _, members, _ in LAYERS for m in members})
     for path in source_files(root, layer_folders):
         mine = layer_of(path)
@@ -134,17 +122,10 @@ def check(root):
             theirs = layer_of(inc)
             if theirs is None or theirs in closure[mine]:
                 continue
-            if (path, inc) in EXCEPTIONS:
-                used_exceptions.add((path, inc))
-                continue
             errors.append(f"{path}:{lineno}: layer '{mine}' includes \"{inc}\" of layer "
                           f"'{theirs}' above it; '{mine}' may include "
                           f"{', '.join(sorted(closure[mine]))} (Note [Layers], "
                           f"scripts/check_layers.py)")
-    for (path, inc), why in sorted(EXCEPTIONS.items()):
-        if (path, inc) not in used_exceptions:
-            errors.append(f"{path}: the layering exception for \"{inc}\" ({why}) no longer "
-                          "matches an include: remove it from EXCEPTIONS")
 
     public = read_public_headers(root)
     public_set = set(public)

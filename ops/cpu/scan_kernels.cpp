@@ -101,7 +101,7 @@ void scan_rows(const RowScan<T, Fn>& rs, int64_t outer) {
 void scan_kernel(ScanOp op, const Tensor& out, const Tensor& indices, const Tensor& in) {
   const int64_t outer = in.size(0), n = in.size(1);
   if (outer == 0 || n == 0) return;
-  const char* name = math::scan_op_name(op);
+  const char* name = op_name(op);
   dispatch_all(in.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     math::visit_scan<scan_acc_t<T>>(op, [&](auto fn) {

@@ -10,8 +10,10 @@
 // look-back scan (cuda/scan.cu). A float sum's rounding thus follows the blocking, not one
 // serial order, exactly as in PyTorch; the CPU's chunks have a fixed size, so its results do
 // not depend on the thread count.
-// Adding a scan op: a functor here, its case in visit_scan and ScanOp (ops/backend.h), its front
-// end and backward in ops/scan.cpp, its binding (python/bind_reduce.cpp) and its tests.
+// Adding a scan op: its line in KILN_SCAN_OPS (ops/scan_table.h, which names the functor), its
+// ScanOp value (ops/backend.h), the functor here, its backward case in ops/scan.cpp and its test
+// case (tests/python/scan_cases.py); visit_scan, the names, declarations, bindings and autocast
+// entries expand from the table.
 #pragma once
 
 #include <cmath>
@@ -22,6 +24,7 @@
 #include "ops/backend.h"
 #include "ops/math/functors.h"
 #include "ops/math/host_device.h"
+#include "ops/scan_table.h"
 
 namespace kiln::math {
 
@@ -82,40 +85,24 @@ struct ExtremumScan : Any {
   }
 };
 
-// f(functor) for `op` on A, or f(Unsupported{}) where the op is not defined on A.
+template <typename A>
+using MaxScan = ExtremumScan<A, true>;
+template <typename A>
+using MinScan = ExtremumScan<A, false>;
+
+// f(functor) for `op` on A (the functor KILN_SCAN_OPS names), or f(Unsupported{}) where the op
+// is not defined on A.
 KILN_HD_TEMPLATE
 template <typename A, typename F>
 KILN_HD decltype(auto) visit_scan(ScanOp op, F&& f) {
   switch (op) {
-    case ScanOp::Sum:
-      return accepted<A>(f, SumScan<A>{});
-    case ScanOp::Prod:
-      return accepted<A>(f, ProdScan<A>{});
-    case ScanOp::Max:
-      return accepted<A>(f, ExtremumScan<A, true>{});
-    case ScanOp::Min:
-      return accepted<A>(f, ExtremumScan<A, false>{});
-    case ScanOp::LogSumExp:
-      return accepted<A>(f, LogAddExpScan<A>{});
+#define KILN_SCAN_VISIT(name, op, functor, signature, autocast, saves) \
+  case ScanOp::op:                                                     \
+    return accepted<A>(f, functor<A>{});
+    KILN_SCAN_OPS(KILN_SCAN_VISIT)
+#undef KILN_SCAN_VISIT
   }
   return f(Unsupported{});
-}
-
-// The op's name in errors.
-inline const char* scan_op_name(ScanOp op) {
-  switch (op) {
-    case ScanOp::Sum:
-      return "cumsum";
-    case ScanOp::Prod:
-      return "cumprod";
-    case ScanOp::Max:
-      return "cummax";
-    case ScanOp::Min:
-      return "cummin";
-    case ScanOp::LogSumExp:
-      return "logcumsumexp";
-  }
-  return "scan";
 }
 
 }  // namespace kiln::math

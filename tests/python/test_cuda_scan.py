@@ -1,12 +1,13 @@
 """CUDA scans (CUB's device-wide scan around the shared scan functors, Note [Scan functors])
-match the CPU: cumsum, cumprod, cummax, cummin and logcumsumexp, one long row or many short
-ones, every dtype, forward and backward."""
+match the CPU: every op of the scan table (its domain from scan_cases.py), one long row or many
+short ones, every dtype, forward and backward."""
 
 import numpy as np
 import pytest
 
 import kiln
 from helpers import assert_close, rand, requires_gpu
+from scan_cases import SCAN
 
 pytestmark = requires_gpu
 
@@ -75,19 +76,35 @@ def test_logcumsumexp_matches_cpu(shape, dtype):
     assert_close(got.cpu().double(), want.double().numpy(), atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: x.cumsum(1),
-    lambda x: x.cumprod(0),
-    lambda x: x.cummax(1).values,
-    lambda x: x.cummin(0).values,
-    lambda x: x.logcumsumexp(1),
-], ids=["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"])
-def test_scan_gradients_match_cpu(fn):
-    a, w = rand(5, 6), rand(5, 6, low=-1, high=1)  # mixed-sign upstream gradients
+SIGNATURE = kiln._C._op_table()["scan"]
+
+
+def values_of(result, name):
+    return result.values if SIGNATURE[name] == "Indexed" else result
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("name", sorted(SCAN))
+def test_every_scan_matches_cpu_on_its_domain(name, shape):
+    _, low, high = SCAN[name]
+    want, got = on_both(lambda x: getattr(x, name)(-1), rand(*shape, low=low, high=high),
+                        kiln.float64)
+    if SIGNATURE[name] == "Indexed":
+        np.testing.assert_array_equal(got.indices.cpu().numpy(), want.indices.numpy())
+    want, got = values_of(want, name), values_of(got, name)
+    assert got.device.type == "cuda" and got.dtype == want.dtype
+    # A parallel scan combines in a different order than the CPU's chunks.
+    assert_close(got.cpu(), want.numpy(), atol=1e-10 * max(1, shape[-1]) ** 0.5, rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(SCAN))
+def test_scan_gradients_match_cpu(name):
+    _, low, high = SCAN[name]
+    a, w = rand(5, 6, low=low, high=high), rand(5, 6, low=-1, high=1)  # mixed-sign upstream
     grads = []
     for device in ("cpu", "cuda"):
         x = kiln.tensor(a, device=device, requires_grad=True)
-        (fn(x) * kiln.tensor(w, device=device)).sum().backward()
+        (values_of(getattr(x, name)(1), name) * kiln.tensor(w, device=device)).sum().backward()
         grads.append(x.grad.cpu().numpy())
     assert_close(kiln.tensor(grads[1]), grads[0], atol=1e-10, rtol=1e-10)
 

@@ -1,7 +1,10 @@
-"""Every elementwise op's shared functor (Note [Shared elementwise functors],
-ops/math/functors.h) gives the same results on the CPU and CUDA, for every dtype, including
-the edge values (NaN, inf, -0, zero divisors, INT_MIN / -1); and integer division by zero
-raises the same RuntimeError on both devices (deferred to the next sync on CUDA)."""
+"""Every shared functor of ops/math/ gives the same results on the CPU and CUDA, for every
+dtype, including the edge values (NaN, inf, -0, zero divisors, INT_MIN / -1): the unary,
+predicate, binary and comparison functors (Note [Shared elementwise functors],
+ops/math/functors.h), the fused activation gradients behind them, and the scan functors (Note
+[Scan functors]). The sweeps iterate kiln._C._op_table(), so a new table entry is swept without
+being named here. Integer division by zero raises the same RuntimeError on both devices
+(deferred to the next sync on CUDA)."""
 
 import math
 
@@ -49,6 +52,20 @@ def unary_fn(name):
     return UNARY_CALLS.get(name) or getattr(kiln, name)
 
 
+# The fused activation gradients (ops/op_table.h: KILN_BINARY_GRAD_OPS) are internal: each is
+# reached through the backward of its activation when no graph of the backward is built.
+GRAD_CALLS = {
+    "gelu_backward": F.gelu,
+    "gelu_tanh_backward": lambda x: F.gelu(x, approximate="tanh"),
+    "silu_backward": F.silu,
+    "sigmoid_backward": kiln.sigmoid,
+    "tanh_backward": kiln.tanh,
+    "relu_backward": kiln.relu,
+}
+
+SCAN_SIGNATURE = kiln._C._op_table()["scan"]
+
+
 def run(fn, *args):
     """(result, None) or (None, exception type) of fn(*args), results read back to the host."""
     try:
@@ -74,6 +91,9 @@ def test_every_table_op_has_a_sweep_case():
     for name in table["unary"]:
         assert callable(unary_fn(name)), name
     for name in table["binary"]:
+        assert callable(getattr(kiln, name)), name
+    assert set(table["binary_grad"]) == set(GRAD_CALLS)
+    for name in table["scan"]:
         assert callable(getattr(kiln, name)), name
 
 
@@ -189,3 +209,50 @@ def test_cuda_division_by_zero_needs_no_host_sync():
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         kiln.cuda.synchronize()
     assert out.cpu().tolist()[1] == 5
+
+
+def activation_grad(name, x):
+    """x's gradient through the activation whose backward is the fused `name`, upstream
+    gradients of mixed sign, no graph of the backward (so the fused functor runs)."""
+    x = x.detach().requires_grad_(True)
+    y = GRAD_CALLS[name](x)
+    g = kiln.linspace(-1.5, 2.0, y.numel(), dtype=y.dtype).reshape(y.shape).to(y.device)
+    y.backward(g)
+    return x.grad
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("name", sorted(kiln._C._op_table()["binary_grad"]))
+def test_activation_grad_functor_same_on_cpu_and_cuda(name, dtype):
+    x = sample(dtype)
+    cpu, cpu_err = run(lambda t: activation_grad(name, t), x)
+    gpu, gpu_err = run(lambda t: activation_grad(name, t), x.to("cuda"))
+    assert cpu_err == gpu_err
+    if cpu_err is None:
+        same(cpu, gpu, dtype)
+
+
+def scan_values(name, t):
+    r = getattr(kiln, name)(t, 0)
+    return r.values if SCAN_SIGNATURE[name] == "Indexed" else r
+
+
+def scan_indices(name, t):
+    return getattr(kiln, name)(t, 0).indices
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", sorted(kiln._C._op_table()["scan"]))
+def test_scan_functor_same_on_cpu_and_cuda(name, dtype):
+    x = sample(dtype)
+    if SCAN_SIGNATURE[name] == "Accumulate" and dtype in INTS:
+        x = kiln.remainder(x, 5)  # keeps integer sums and products from overflowing
+    parts = [scan_values] + ([scan_indices] if SCAN_SIGNATURE[name] == "Indexed" else [])
+    for part in parts:
+        cpu, cpu_err = run(lambda t: part(name, t), x)
+        gpu, gpu_err = run(lambda t: part(name, t), x.to("cuda"))
+        assert cpu_err == gpu_err
+        if cpu_err is None:
+            same(cpu, gpu, dtype)

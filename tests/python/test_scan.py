@@ -1,30 +1,16 @@
-"""Scans on the CPU against NumPy: cummax / cummin (values and PyTorch's index rules),
-logcumsumexp, and the parallel scan over long rows (Note [Scan functors]): values, dims,
-dtypes, 0-d / empty / non-contiguous inputs, gradients (float64 gradcheck) and errors."""
+"""Scans on the CPU against NumPy: every op of the scan table (KILN_SCAN_OPS, its cases in
+scan_cases.py) for values, dims, non-contiguous input, the dtypes of its signature and a float64
+gradcheck; then cummax / cummin (PyTorch's index rules), logcumsumexp, and the parallel scan
+over long rows (Note [Scan functors]): 0-d / empty inputs, double backward and errors."""
 
 import numpy as np
 import pytest
 
 import kiln
 from helpers import NP_DTYPE, assert_close, gradcheck, noncontig, rand
+from scan_cases import SCAN, ref_extreme
 
 NAN = float("nan")
-
-
-def ref_extreme(a, axis, is_max):
-    """PyTorch's cummax/cummin: a later equal value takes over (last index), NaN propagates
-    and each later NaN takes over."""
-    a = np.moveaxis(np.asarray(a), axis, -1)
-    values, indices = np.empty_like(a), np.empty(a.shape, dtype=np.int64)
-    for row in np.ndindex(a.shape[:-1]):
-        best, at = None, 0
-        for i, v in enumerate(a[row]):
-            v_nan = isinstance(v, (float, np.floating)) and np.isnan(v)
-            best_nan = best is not None and isinstance(best, (float, np.floating)) and np.isnan(best)
-            if best is None or v_nan or (not best_nan and (v >= best if is_max else v <= best)):
-                best, at = v, i
-            values[row + (i,)], indices[row + (i,)] = best, at
-    return np.moveaxis(values, -1, axis), np.moveaxis(indices, -1, axis)
 
 
 def grad_of(fn, a):
@@ -36,6 +22,77 @@ def grad_of(fn, a):
 def tied(*shape, dtype=np.float64):
     """Data with many equal values (ties), in `dtype`."""
     return np.round(rand(*shape) * 1.5).astype(dtype)
+
+
+SIGNATURE = kiln._C._op_table()["scan"]  # name -> Accumulate / Indexed / Floating
+
+
+def sample(name, *shape):
+    _, low, high = SCAN[name]
+    return rand(*shape, low=low, high=high)
+
+
+def values_of(result, name):
+    return result.values if SIGNATURE[name] == "Indexed" else result
+
+
+# ---------------------------------------------------------------- every op of the table
+
+
+def test_table_is_fully_covered():
+    assert set(SIGNATURE) == set(SCAN)
+    for name in SCAN:
+        assert callable(getattr(kiln, name)) and hasattr(kiln.Tensor, name), name
+
+
+@pytest.mark.parametrize("name", sorted(SCAN))
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64])
+def test_every_scan_matches_its_reference(name, dim, dtype):
+    a = sample(name, 3, 4, 5).astype(NP_DTYPE[dtype])
+    want = SCAN[name][0](a, dim)
+    tol = 1e-12 if dtype == kiln.float64 else 1e-5
+    for x in (kiln.tensor(a), noncontig(a)):
+        got = getattr(kiln, name)(x, dim)
+        want_values = want
+        if SIGNATURE[name] == "Indexed":
+            np.testing.assert_array_equal(got.indices.numpy(), want[1])
+            got, want_values = got.values, want[0]
+        assert got.dtype == dtype
+        assert_close(got, want_values, atol=tol, rtol=tol)
+        method = values_of(getattr(x, name)(dim=dim), name)  # the Tensor method, by keyword
+        np.testing.assert_array_equal(method.numpy(), got.numpy())
+
+
+@pytest.mark.parametrize("name", sorted(SCAN))
+def test_every_scan_gradcheck(name):
+    gradcheck(lambda x: values_of(getattr(kiln, name)(x, 1), name), sample(name, 3, 6))
+
+
+@pytest.mark.parametrize("name", sorted(SCAN))
+def test_integer_inputs_follow_the_signature(name):
+    a = np.array([[1, 2, 3], [4, -5, 6]], dtype=np.int32)
+    x = kiln.tensor(a)
+    fn = getattr(kiln, name)
+    signature = SIGNATURE[name]
+    if signature == "Floating":
+        with pytest.raises(NotImplementedError, match=rf"\[{name}\] not implemented for dtype"):
+            fn(x, 1)
+        return
+    got = fn(x, 1)
+    if signature == "Indexed":
+        assert got.values.dtype == kiln.int32 and got.indices.dtype == kiln.int64
+        np.testing.assert_array_equal(got.values.numpy(), SCAN[name][0](a, 1)[0])
+        return
+    assert got.dtype == kiln.int64  # Accumulate: integers accumulate in int64
+    np.testing.assert_array_equal(got.numpy(), SCAN[name][0](a.astype(np.int64), 1))
+    assert fn(x, 1, dtype=kiln.float64).dtype == kiln.float64
+
+
+@pytest.mark.parametrize("name", sorted(SCAN))
+def test_dim_out_of_range_names_the_op(name):
+    with pytest.raises(IndexError, match=rf"\[{name}\]"):
+        getattr(kiln, name)(kiln.ones(2, 3), 2)
 
 
 # ---------------------------------------------------------------- cummax / cummin
