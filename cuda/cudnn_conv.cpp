@@ -486,7 +486,8 @@ bool backward_data(const Tensor& grad_input, const Tensor& grad_output, const Te
 bool backward_filter(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& x,
                      const ConvGeometry& g, const char* op) {
   const Problem p = problem(op, grad_output, x.sizes(), grad_weight.sizes(), g);
-  return run_pass<BackwardFilter>(p, {x.data_ptr(), grad_weight.data_ptr(), grad_output.data_ptr()});
+  return run_pass<BackwardFilter>(p,
+                                  {x.data_ptr(), grad_weight.data_ptr(), grad_output.data_ptr()});
 }
 
 int64_t version() {

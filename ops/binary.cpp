@@ -29,7 +29,8 @@ bool saves_result(BinaryOp op) { return op == BinaryOp::div || op == BinaryOp::p
 // the op's name, decides.
 bool autocasts(BinaryOp op) {
   static constexpr bool kAutocasts[] = {
-#define KILN_BINARY_AUTOCASTS(name, kind, autocast) AutocastPolicy::autocast != AutocastPolicy::None,
+#define KILN_BINARY_AUTOCASTS(name, kind, autocast) \
+  AutocastPolicy::autocast != AutocastPolicy::None,
       KILN_BINARY_OPS(KILN_BINARY_AUTOCASTS)
 #undef KILN_BINARY_AUTOCASTS
   };

@@ -332,9 +332,7 @@ Tensor bias_grad(const Tensor& g) {
 // The library computes on dense operands in the geometry's layout (ConvBackend's contract);
 // these lay the operands out and allocate the result, under no_grad, so that no kernel layer
 // calls a front end. A 1-d problem is always NCHW (cuDNN runs it as 2-d with H = 1).
-bool dense_channels_last(const ConvGeometry& g) {
-  return g.channels_last && g.stride.size() > 1;
-}
+bool dense_channels_last(const ConvGeometry& g) { return g.channels_last && g.stride.size() > 1; }
 
 // `t` itself when contiguous and on a 16-byte boundary (a view into the middle of a tensor may
 // not be, and cuDNN's vectorized kernels assume it), else a contiguous copy.
@@ -370,8 +368,7 @@ Tensor accelerated_backward_data(const ConvBackend& cb, const Tensor& grad_outpu
   GradModeGuard no_grad(false);
   const bool cl = dense_channels_last(g);
   Tensor gx = empty_in_layout(input_sizes, w, cl);
-  return cb.backward_data(gx, in_layout(grad_output, cl), in_layout(w, cl), g, op) ? gx
-                                                                                    : Tensor();
+  return cb.backward_data(gx, in_layout(grad_output, cl), in_layout(w, cl), g, op) ? gx : Tensor();
 }
 
 Tensor accelerated_backward_filter(const ConvBackend& cb, const Tensor& grad_output,
@@ -381,7 +378,7 @@ Tensor accelerated_backward_filter(const ConvBackend& cb, const Tensor& grad_out
   const bool cl = dense_channels_last(g);
   Tensor gw = empty_in_layout(weight_sizes, x, cl);
   return cb.backward_filter(gw, in_layout(grad_output, cl), in_layout(x, cl), g, op) ? gw
-                                                                                      : Tensor();
+                                                                                     : Tensor();
 }
 
 Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor& weight,
@@ -427,8 +424,10 @@ Tensor accelerated_conv(const ConvBackend& cb, const Tensor& input, const Tensor
              grads.insert(grads.begin(), c.begin(), c.end());
              return grads;
            }
-           Tensor gx = want_x ? accelerated_backward_data(*cb, g[0], wv, xv.sizes(), geo, op) : Tensor();
-           Tensor gw = want_w ? accelerated_backward_filter(*cb, g[0], xv, wv.sizes(), geo, op) : Tensor();
+           Tensor gx =
+               want_x ? accelerated_backward_data(*cb, g[0], wv, xv.sizes(), geo, op) : Tensor();
+           Tensor gw =
+               want_w ? accelerated_backward_filter(*cb, g[0], xv, wv.sizes(), geo, op) : Tensor();
            if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
              Grads c = conv_backward(xv, wv, g[0], want_x && !gx.defined(), want_w && !gw.defined(),
                                      k, out, geo.stride, p, p, geo.dilation, geo.groups, op);
@@ -482,7 +481,8 @@ Tensor accelerated_conv_transpose(const ConvBackend& cb, const Tensor& x, const 
            }
            // In the conv whose backward-data this op is, g is the input and x the output gradient.
            Tensor gx = want_x ? accelerated_forward(*cb, g[0], wv, geo, op) : Tensor();
-           Tensor gw = want_w ? accelerated_backward_filter(*cb, xv, g[0], wv.sizes(), geo, op) : Tensor();
+           Tensor gw =
+               want_w ? accelerated_backward_filter(*cb, xv, g[0], wv.sizes(), geo, op) : Tensor();
            if ((want_x && !gx.defined()) || (want_w && !gw.defined())) {
              Grads c = composed(want_x && !gx.defined(), want_w && !gw.defined());
              if (!gx.defined()) gx = c[0];

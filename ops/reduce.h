@@ -90,7 +90,8 @@ std::pair<Tensor, Tensor> scan(ScanOp op, const Tensor& x, int64_t dim,
 //   Floating (logcumsumexp: log(cumsum(exp(x))) without overflow): floating inputs only.
 #define KILN_DECLARE_SCAN_Accumulate(name) \
   Tensor name(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
-#define KILN_DECLARE_SCAN_Indexed(name) std::pair<Tensor, Tensor> name(const Tensor& x, int64_t dim);
+#define KILN_DECLARE_SCAN_Indexed(name) \
+  std::pair<Tensor, Tensor> name(const Tensor& x, int64_t dim);
 #define KILN_DECLARE_SCAN_Floating(name) Tensor name(const Tensor& x, int64_t dim);
 #define KILN_DECLARE_SCAN(name, op, functor, signature, autocast, saves) \
   KILN_DECLARE_SCAN_##signature(name)

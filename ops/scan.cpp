@@ -150,7 +150,8 @@ std::pair<Tensor, Tensor> scan(ScanOp op, const Tensor& x, int64_t dim,
   const char* name = op_name(op);
   const ScanSignature signature = op_signature(op);
   if (op_autocast(op) != AutocastPolicy::None)
-    if (auto ac = autocast_args(name, {x}, dtype.has_value())) return scan(op, (*ac)[0], dim, dtype);
+    if (auto ac = autocast_args(name, {x}, dtype.has_value()))
+      return scan(op, (*ac)[0], dim, dtype);
   const int64_t d = wrap_dim(dim, x.dim(), name);
   KILN_CHECK(signature != ScanSignature::Floating || is_floating(x.dtype()), NotImplemented, "[",
              name, "] not implemented for dtype ", x.dtype(), "; it takes floating point inputs");
@@ -172,22 +173,20 @@ std::pair<Tensor, Tensor> scan(ScanOp op, const Tensor& x, int64_t dim,
     record(name, {x}, {result.first},
            [op, d, dt, shape = x.sizes(), sx, sy, si](const Grads& g, Node& self) -> Grads {
              Tensor xv = sx.unpack();
-             return {scan_backward(op, g[0], xv.defined() ? to_dtype(xv, dt) : xv,
-                                   sy.unpack(self), si.unpack(), shape, d)};
+             return {scan_backward(op, g[0], xv.defined() ? to_dtype(xv, dt) : xv, sy.unpack(self),
+                                   si.unpack(), shape, d)};
            });
   }
   return result;
 }
 
-#define KILN_DEFINE_SCAN_Accumulate(name, op)                                  \
-  Tensor name(const Tensor& x, int64_t dim, std::optional<DType> dtype) {      \
-    return scan(ScanOp::op, x, dim, dtype).first;                              \
+#define KILN_DEFINE_SCAN_Accumulate(name, op)                             \
+  Tensor name(const Tensor& x, int64_t dim, std::optional<DType> dtype) { \
+    return scan(ScanOp::op, x, dim, dtype).first;                         \
   }
-#define KILN_DEFINE_SCAN_Indexed(name, op)                                     \
-  std::pair<Tensor, Tensor> name(const Tensor& x, int64_t dim) {               \
-    return scan(ScanOp::op, x, dim);                                           \
-  }
-#define KILN_DEFINE_SCAN_Floating(name, op)                                    \
+#define KILN_DEFINE_SCAN_Indexed(name, op) \
+  std::pair<Tensor, Tensor> name(const Tensor& x, int64_t dim) { return scan(ScanOp::op, x, dim); }
+#define KILN_DEFINE_SCAN_Floating(name, op) \
   Tensor name(const Tensor& x, int64_t dim) { return scan(ScanOp::op, x, dim).first; }
 #define KILN_DEFINE_SCAN(name, op, functor, signature, autocast, saves) \
   KILN_DEFINE_SCAN_##signature(name, op)

@@ -10,9 +10,9 @@
 #include "ops/calculus.h"
 #include "ops/copy.h"
 #include "ops/linalg_matrix.h"
-#include "ops/statistics.h"
 #include "ops/reduce.h"
 #include "ops/scan_table.h"
+#include "ops/statistics.h"
 #include "python/arg_parsing.h"
 #include "python/bindings.h"
 
