@@ -110,14 +110,12 @@ Shape dense_strides(const Shape& sizes, bool channels_last) {
   return s;
 }
 
-// oneDNN's description of a kiln tensor, strides as they are; nullopt for strides oneDNN
-// cannot take (zero or negative on a dim of more than one element).
-std::optional<Md> describe(const Tensor& t, const Shape& sizes, const Shape& strides) {
+// oneDNN's description of a kiln tensor, strides as they are: an expanded tensor (stride 0,
+// the gradient of a sum) is read by the reorder into the primitive's layout.
+Md describe(const Tensor& t, const Shape& sizes, const Shape& strides) {
   Shape s = strides;
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = 0; i < s.size(); ++i)
     if (sizes[i] == 1) s[i] = std::max<int64_t>(s[i], 1);  // any stride is right for one element
-    if (s[i] <= 0) return std::nullopt;
-  }
   return Md(to_dims(sizes), storage_type(t.dtype()), to_dims(s));
 }
 
@@ -278,15 +276,14 @@ Operand bind(const Tensor& t, const Md& user_md, const Md& prim_md) {
 bool run(const Problem& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   std::optional<Primitive> prim = cached_primitive(p);
   if (!prim) return false;
-  const std::optional<Md> xmd = describe(x, p.x, x.strides());
-  const std::optional<Md> wmd =
+  const Md xmd = describe(x, p.x, x.strides());
+  const Md wmd =
       describe(w, grouped(p.w, p.g.groups), grouped_strides(w.strides(), p.w[0], p.g.groups));
-  const std::optional<Md> ymd = describe(y, p.y, y.strides());
-  if (!xmd || !wmd || !ymd) return false;
+  const Md ymd = describe(y, p.y, y.strides());
   try {
     dnnl::stream s(engine());
-    Operand ox = bind(x, *xmd, prim->src), ow = bind(w, *wmd, prim->weights),
-            oy = bind(y, *ymd, prim->dst);
+    Operand ox = bind(x, xmd, prim->src), ow = bind(w, wmd, prim->weights),
+            oy = bind(y, ymd, prim->dst);
     // The operands this pass reads are reordered in; the one it writes is reordered out.
     const bool writes_x = p.pass == Pass::BackwardData, writes_w = p.pass == Pass::BackwardWeights,
                writes_y = p.pass == Pass::Forward;

@@ -194,3 +194,17 @@ def test_matches_torch(name, channels_last):
     _assert_all_close(got, want, 1e-4)
     if out.dim() >= 4:
         assert _is_channels_last(out) == _is_channels_last(tout)
+
+
+@needs_dnnl
+def test_expanded_output_gradient():
+    # y.sum().backward() hands the node an expanded gradient (every stride 0).
+    x = np.random.default_rng(5).uniform(-1, 1, size=(2, 4, 6, 6))
+    w = np.random.default_rng(6).uniform(-1, 1, size=(6, 2, 3, 3))
+    grads = []
+    for dtype in (kiln.float32, kiln.float64):
+        xt = kiln.tensor(x, dtype=dtype, requires_grad=True)
+        wt = kiln.tensor(w, dtype=dtype, requires_grad=True)
+        KF.conv2d(xt, wt, None, 1, 1, 1, 2).sum().backward()
+        grads.append([xt.grad.double().numpy(), wt.grad.double().numpy()])
+    _assert_all_close(grads[0], grads[1], 1e-5)
