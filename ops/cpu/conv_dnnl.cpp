@@ -4,9 +4,10 @@
 // declined, and ops/conv.cpp composes them as Note [Convolution as GEMM] says).
 // - Layouts. Each operand is described to oneDNN with its own sizes and strides, so a
 //   contiguous, channels_last or strided tensor is read where it lies. The primitive itself
-//   is asked for in the layout measured fastest (kLayout below): oneDNN's direct kernels want
-//   its blocked layouts (nChw16c) for NCHW problems, and run channels_last problems in place
-//   (nhwc is their native plain layout). An operand whose description differs from the
+//   is asked for in the layout measured fastest (Note [CPU math libraries]): for NCHW problems
+//   whatever oneDNN picks (its direct kernels' blocked nChw16c; given plain NCHW it falls back
+//   to im2col + GEMM, 1.4-2x slower), for channels_last ones nhwc, which its direct kernels
+//   run in place. An operand whose description differs from the
 //   primitive's is reordered into a scratch buffer first, a result out of one.
 // - Dtypes. bfloat16 computes in bfloat16 where the CPU has the instructions for it
 //   (avx512_bf16 / AMX: oneDNN's bf16 kernels, fp32 accumulation); elsewhere the reorders
@@ -45,10 +46,6 @@ using dnnl::memory;
 using Md = memory::desc;
 
 enum class Pass : char { Forward = 'f', BackwardData = 'd', BackwardWeights = 'w' };
-
-// How the primitive is asked to lay out its activations (measured in docs/benchmarks.md):
-// Any lets oneDNN pick (blocked for NCHW problems); channels_last problems always run nhwc.
-constexpr bool kAnyLayoutForNchw = true;
 
 dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -163,7 +160,7 @@ struct Primitive {
 };
 
 Md activation_md(const Shape& sizes, memory::data_type dt, bool channels_last) {
-  if (!channels_last && kAnyLayoutForNchw) return Md(to_dims(sizes), dt, memory::format_tag::any);
+  if (!channels_last) return Md(to_dims(sizes), dt, memory::format_tag::any);
   return Md(to_dims(sizes), dt, to_dims(dense_strides(sizes, channels_last)));
 }
 
