@@ -267,9 +267,9 @@ Operand bind(const Tensor& t, const Md& user_md, const Md& prim_md) {
        ", groups ", p.g.groups, p.g.channels_last ? ", channels_last)" : ")");
 }
 
-// Runs one pass on kiln tensors: `in1`, `in2` are read, `out` written (in the argument
-// order of the pass: forward x, w -> y; backward-data dy, w -> dx; backward-weights x, dy -> dw).
-// false when oneDNN declined.
+// Runs one pass on the convolution's input x, weight w and output y (or their gradients):
+// forward reads x, w and writes y; backward-data reads y (dy), w and writes x (dx);
+// backward-weights reads x, y (dy) and writes w (dw). false when oneDNN declined.
 bool run(const Problem& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   std::optional<Primitive> prim = cached_primitive(p);
   if (!prim) return false;
