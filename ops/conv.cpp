@@ -272,8 +272,8 @@ Grads conv_transpose_backward(const Tensor& xv, const Tensor& wv, const Tensor& 
 }
 
 // Note [Accelerated convolution]
-// Where the device registered a ConvBackend (cuDNN on CUDA, ops/conv_backend.h)
-// and kiln.backends.cudnn.enabled is on, conv runs the library's forward and
+// Where the device registered a ConvBackend (cuDNN on CUDA, oneDNN on the CPU:
+// ops/conv_backend.h) and its flag (kiln.backends.cudnn.enabled / mkldnn.enabled) is on, conv runs the library's forward and
 // conv_transpose its backward-data, each as one autograd node whose backward
 // calls the other two passes (conv_transpose's input gradient is a forward
 // conv). Under create_graph the backward composes instead, so the gradients
@@ -282,7 +282,9 @@ Grads conv_transpose_backward(const Tensor& xv, const Tensor& wv, const Tensor& 
 // the stride) or declines (an undefined result) compose as before.
 const ConvBackend* accelerated(const Tensor& x) {
   const ConvBackend* b = conv_backend(x.device().type);
-  if (!b || !backend_flags().cudnn_enabled || b->version() == 0) return nullptr;
+  const bool on = x.device().type == DeviceType::CPU ? cpu_conv_enabled()
+                                                     : backend_flags().cudnn_enabled;
+  if (!b || !on || b->version() == 0) return nullptr;
   const DType d = x.dtype();
   const bool floating =
       d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;

@@ -1,4 +1,4 @@
-// Optional accelerated convolutions (cuDNN on CUDA). A device library that has
+// Optional accelerated convolutions (cuDNN on CUDA, oneDNN on the CPU). A device library that has
 // one registers it here; ops/conv.cpp uses it when present and enabled, and
 // otherwise runs the composition of Note [Convolution as GEMM]. Kept out of
 // struct Backend on purpose: a CUDA build without cuDNN is still a complete
@@ -54,9 +54,14 @@ struct ConvBackend {
                           const ConvGeometry& g, const char* op) = nullptr;
 };
 
-// Called by a device library when it loads (cuda/backend_cuda.cpp).
+// Called by a device library when it loads (cuda/backend_cuda.cpp, ops/cpu/conv_dnnl.cpp).
 void register_conv_backend(DeviceType type, const ConvBackend* b);
 // The backend registered for `type`, or nullptr (whether or not it is enabled).
 const ConvBackend* conv_backend(DeviceType type);
+
+// kiln.backends.mkldnn.enabled: whether CPU convolutions use the CPU's backend (default on).
+// Kept here rather than in core/flags.h's BackendFlags, which most of kiln includes.
+bool cpu_conv_enabled();
+void set_cpu_conv_enabled(bool enabled);
 
 }  // namespace kiln

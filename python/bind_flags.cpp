@@ -52,10 +52,12 @@ void init_flags(py::module_& m) {
   m.def("are_deterministic_algorithms_enabled", &deterministic_algorithms);
   m.def("is_deterministic_algorithms_warn_only_enabled", &deterministic_warn_only);
   m.def("_get_backend_flag", [](const std::string& name) {
+    if (name == "mkldnn_enabled") return cpu_conv_enabled();
     BackendFlags f = backend_flags();
     return *field(f, name);
   });
   m.def("_set_backend_flag", [](const std::string& name, bool value) {
+    if (name == "mkldnn_enabled") return set_cpu_conv_enabled(value);
     BackendFlags f = backend_flags();
     *field(f, name) = value;
     set_backend_flags(f);
@@ -66,6 +68,12 @@ void init_flags(py::module_& m) {
     const int64_t version = b ? b->version() : 0;
     if (version == 0) return py::none();
     return py::int_(version);
+  });
+  // oneDNN's version when this build has it (None otherwise), for torch.backends.mkldnn.
+  m.def("_mkldnn_version", []() -> py::object {
+    const ConvBackend* b = conv_backend(DeviceType::CPU);
+    if (!b) return py::none();
+    return py::int_(b->version());
   });
   m.def("set_num_threads", &set_num_threads, py::arg("int"));
   m.def("get_num_threads", &get_num_threads);

@@ -1,4 +1,4 @@
 """kiln.backends: numerics switches of the CUDA libraries and backend queries, named as in
 PyTorch."""
 
-from kiln.backends import cpu, cuda, cudnn, mps, openmp  # noqa: F401
+from kiln.backends import cpu, cuda, cudnn, mkldnn, mps, openmp  # noqa: F401
