@@ -433,6 +433,18 @@ def test_reduction_max_with_identity_reduce_type_out_and_empty():
         k(cuda(xn, "float32"), out=out, axis=0)
 
 
+def test_repeated_reductions_take_their_plan_with_new_data_and_scalars():
+    k = kiln.cuda.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a", "0", "wsum")
+    for scale in (1.0, 2.5, -3.0):  # the second and third calls are planned
+        xn = data((7, 33), "float64")
+        got = k(cuda(xn, "float64"), scale, axis=1)
+        np.testing.assert_allclose(numpy_of(got), scale * xn.sum(1))
+    assert len(k._plans) == 1
+    out = kiln.empty(7, dtype=kiln.float64, device="cuda")
+    assert k(cuda(xn, "float64"), 1.0, out, axis=1) is out
+    np.testing.assert_allclose(numpy_of(out), xn.sum(1))
+
+
 # --- disk cache across processes ---------------------------------------------------------------
 
 _SCRIPT = """

@@ -579,7 +579,7 @@ def test_cpu_tensors_are_refused_by_name():
 ])
 def test_bad_launch_calls_raise_before_any_launch(call, exc, match):
     k = dry_kernel([8])
-    with pytest.raises(exc, match=r"\[RawKernel k\] " + match):
+    with pytest.raises(exc, match=r"\[RawKernel k\] (.*)" + match):
         call(k, (1,))
 
 

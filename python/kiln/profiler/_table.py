@@ -110,6 +110,7 @@ def build_table(events, sort_by, row_limit, max_name_column_width, max_shapes_co
     if stacks:
         src_width = min(max_src_column_width or 10 ** 9,
                         max(len(entry) for stack in stacks for entry in stack) + 4)
+        src_width = max(src_width, len("Source Location"))
 
     # Two spaces at least between columns, as PyTorch's table has.
     columns = [(name, max(width, len(name) + 2), f) for name, width, f in columns]
