@@ -477,11 +477,11 @@ def test_repeated_elementwise_calls_use_their_plan_and_the_widest_access(recorde
 def test_flat_launch_uses_a_32_bit_index_while_the_loop_fits():
     from kiln.cuda._elementwise_kernel import _flat_config
     x = kiln.zeros(16, dtype=kiln.float32)
-    assert _flat_config([x], 16, 4, 256) == (4, True, 1)
-    assert _flat_config([x[1:]], 15, 4, 256) == (1, True, 1)
-    vec, index32, grid = _flat_config([x], 2 ** 31 - 2 ** 20, 4, 256)
+    assert _flat_config([x], [16], 16, 4, 256) == (4, True, 1)
+    assert _flat_config([x, x[1:]], [16, 16], 15, 4, 256) == (1, True, 1)
+    vec, index32, grid = _flat_config([x], [16], 2 ** 31 - 2 ** 20, 4, 256)
     assert (vec, index32, grid) == (4, False, 1 << 16)
-    assert _flat_config([x], 2 ** 28, 4, 256) == (4, True, 1 << 16)
+    assert _flat_config([x], [16], 2 ** 28, 4, 256) == (4, True, 1 << 16)
 
 
 @requires_nvrtc

@@ -264,8 +264,9 @@ class ElementwiseKernel:
             raise _NotFlat
         outs = args[self.nin:]
         if not outs:
-            device = first.device
-            outs = tuple(kiln.empty(shape, dtype=d, device=device) for d in plan.out_dtypes)
+            # empty_like: the cheapest allocation from Python (first is contiguous).
+            outs = tuple(kiln.empty_like(first) if d is None else kiln.empty_like(first, dtype=d)
+                         for d in plan.out_dtypes)
         n = first.numel()
         if n:
             launch = list(args[:self.nin]) + list(outs)
@@ -273,8 +274,8 @@ class ElementwiseKernel:
                 launch[j] = kp.scalar_arg(launch[j], dtype, self._what, name)
             launch.append(n)
             block = block_size or _BLOCK
-            vec, index32, grid = _flat_config([launch[j] for j in plan.arrays], n,
-                                              plan.vec, block)
+            vec, index32, grid = _flat_config([launch[j] for j in plan.arrays], plan.aligns,
+                                              n, plan.vec, block)
             kernel = plan.kernels.get((vec, index32))
             if kernel is None:
                 kernel = self._kernel(plan.dtypes, plan.kinds, 0, plan.placeholders, vec,
@@ -371,8 +372,10 @@ class ElementwiseKernel:
             launch += (sizes if nd else []) + [numel]
             block = block_size or _BLOCK
             if nd == 0:
-                vec, index32, grid = _flat_config([x for _, x in array_ops], numel,
-                                                  vector_width(dtypes, kinds), block)
+                vec = vector_width(dtypes, kinds)
+                vec, index32, grid = _flat_config(
+                    [x for _, x in array_ops], [x.element_size() * vec for _, x in array_ops],
+                    numel, vec, block)
             else:
                 vec, index32, grid = 1, False, kp.grid_for(numel, block)
             kernel = self._kernel(dtypes, kinds, nd, placeholders, vec, index32)
@@ -426,7 +429,7 @@ class _Plan:
     does not fit the flat path, or whose launch is refused, goes the general way, which also
     raises the errors with the parameter's name."""
 
-    __slots__ = ("tensors", "arrays", "scalars", "out_dtypes", "dtypes", "kinds",
+    __slots__ = ("tensors", "arrays", "aligns", "scalars", "out_dtypes", "dtypes", "kinds",
                  "placeholders", "vec", "kernels")
 
     def __init__(self, ek, args, dtypes, kinds, placeholders):
@@ -435,17 +438,25 @@ class _Plan:
         self.arrays = [j for j, p in enumerate(params) if kinds[p.name] == "array"]
         self.scalars = [(j, dtypes[p.name], p.name) for j, p in enumerate(params)
                         if kinds[p.name] == "scalar"]
-        self.out_dtypes = [kp.kiln_dtype(dtypes[p.name]) for p in ek.out_params]
+        # None where an output has the dtype of the first tensor argument.
+        first = args[self.tensors[0]].dtype if self.tensors else None
+        self.out_dtypes = [None if kp.kiln_dtype(dtypes[p.name]) == first
+                           else kp.kiln_dtype(dtypes[p.name]) for p in ek.out_params]
         self.dtypes, self.kinds, self.placeholders = dtypes, kinds, placeholders
         self.vec = vector_width(dtypes, kinds)
+        self.aligns = [kp.ITEMSIZE[dtypes[params[j].name]] * self.vec for j in self.arrays]
         self.kernels = {}
 
 
-def _flat_config(arrays, n, vec, block):
+def _flat_config(arrays, aligns, n, vec, block):
     """(elements per access, 32-bit index, grid) of a flat launch over n elements: ``vec``
-    when every array operand is aligned to its pack, else 1."""
-    if vec > 1 and any(x.data_ptr() % (x.element_size() * vec) for x in arrays):
-        vec = 1
+    when every array operand is aligned to its pack (``aligns``: each one's pack bytes),
+    else 1."""
+    if vec > 1:
+        for x, align in zip(arrays, aligns):
+            if x.data_ptr() % align:
+                vec = 1
+                break
     units = n // vec if vec > 1 else n
     grid = min(max(1, -(-units // block)), _MAX_FLAT_BLOCKS)
     return vec, n + grid * block * vec < _INT32_LIMIT, grid
