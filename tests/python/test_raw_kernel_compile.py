@@ -603,11 +603,11 @@ def test_packing_is_cheap():
     args = (a, b, out, np.int32(4))
     best = float("inf")
     for _ in range(5):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # CPU time: a loaded machine does not inflate it
         for _ in range(2000):
             k((4,), (256,), args)
-        best = min(best, (time.perf_counter() - t0) / 2000)
-    assert best < 20e-6, best
+        best = min(best, (time.thread_time() - t0) / 2000)
+    assert best < 10e-6, best
 
 
 def test_repeated_reductions_reuse_their_plan(recorded_launches):
