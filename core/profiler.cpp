@@ -25,6 +25,11 @@
 // every range pushes its id as CUPTI's external correlation id, so each kernel, copy and
 // memset comes back tagged with the innermost range that launched it (Event::correlation).
 // CUPTI's clock is set to now_ns(), so device and host times share one axis.
+//
+// with_stack (kStack): each range asks the Python layer for the calling thread's Python stack
+// (python/bind_profiler.cpp interns stacks, so a range holds an id). with_flops (kFlops): ops
+// also keep their result's shape; kiln/profiler/_flops.py turns names and shapes into FLOP
+// estimates with PyTorch's formulae.
 #include "core/profiler.h"
 
 #include <algorithm>
@@ -47,6 +52,9 @@ DeviceActivitySource& device_source() {
   static DeviceActivitySource source;
   return source;
 }
+
+// Set once, when kiln._C loads (before any session can start).
+std::atomic<StackCapture> g_stack_capture{nullptr};
 
 struct ThreadBuffer {
   std::mutex mu;  // the owning thread while it records; stop() while it collects
@@ -103,11 +111,17 @@ void join_session(ThreadBuffer& b, uint32_t gen) {
 bool open_range(std::string&& name, EventKind kind, uint32_t* generation, size_t* slot) {
   const uint32_t gen = current_generation();
   if (gen == 0) return false;
+  // Before the buffer's lock: capturing may run Python (a frame object's allocation can
+  // collect garbage, and a finalizer can call ops that record).
+  int64_t stack = -1;
+  StackCapture capture = g_stack_capture.load(std::memory_order_relaxed);
+  if (capture && (detail::g_flags.load(std::memory_order_relaxed) & kStack)) stack = capture();
   Registry& r = registry();
   ThreadBuffer& b = this_thread();
   std::lock_guard<std::mutex> lock(b.mu);
   join_session(b, gen);
   Event e;
+  e.stack = stack;
   // Ops read as kiln::add beside the user's ranges, as PyTorch's read aten::add.
   e.name = kind == EventKind::Op ? str_cat("kiln::", name) : std::move(name);
   e.kind = kind;
@@ -139,6 +153,10 @@ void close_range(uint32_t generation, size_t slot) {
 }  // namespace
 
 void set_device_activity_source(const DeviceActivitySource& source) { device_source() = source; }
+
+void set_stack_capture(StackCapture capture) {
+  g_stack_capture.store(capture, std::memory_order_relaxed);
+}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -236,6 +254,13 @@ void RecordScope::set_shapes(std::vector<std::vector<int64_t>> shapes) {
   std::lock_guard<std::mutex> lock(b.mu);
   if (b.generation == generation_ && index_ < b.events.size())
     b.events[index_].shapes = std::move(shapes);
+}
+
+void RecordScope::set_output_shape(std::vector<int64_t> shape) {
+  ThreadBuffer& b = this_thread();
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (b.generation == generation_ && index_ < b.events.size())
+    b.events[index_].output_shape = std::move(shape);
 }
 
 int64_t begin_range(const std::string& name) {

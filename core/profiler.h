@@ -23,6 +23,12 @@
 
 namespace kiln::profiler {
 
+// Bits of the session's flag word (profiler_flags.h) that only the recorder reads, declared
+// here rather than beside kOn..kMemory so that turning them on does not touch every file
+// that includes core/tensor.h.
+constexpr uint32_t kStack = 16;  // with_stack: each range's Python stack (set_stack_capture)
+constexpr uint32_t kFlops = 32;  // with_flops: each op's output shape, for FLOP estimates
+
 enum class EventKind : int8_t {
   Op,         // an op's front end
   UserRange,  // record_function / ProfilerStep#N
@@ -46,6 +52,8 @@ struct Event {
   int64_t correlation = -1;  // device events: the id of the innermost op that launched them
   int64_t bytes = 0;         // Memory events
   std::vector<std::vector<int64_t>> shapes;  // record_shapes: one entry per argument
+  std::vector<int64_t> output_shape;         // with_flops: the op's (first) result
+  int64_t stack = -1;                        // with_stack: the id of its Python stack
 };
 
 // Starts a session recording `flags` (kOn is implied). Throws when a session is running:
@@ -83,6 +91,11 @@ class RecordScope {
   void inputs(const A&... args) {
     if (open_ && recording_shapes()) set_shapes({shape_of(args)...});
   }
+  // The op's result, for with_flops (a FLOP estimate needs a convolution's output size).
+  void output(const Tensor& y) {
+    if (open_ && (detail::g_flags.load(std::memory_order_relaxed) & kFlops))
+      set_output_shape(shape_of(y));
+  }
 
  private:
   static std::vector<int64_t> shape_of(const Tensor& t) {
@@ -97,6 +110,7 @@ class RecordScope {
     return {};
   }
   void set_shapes(std::vector<std::vector<int64_t>> shapes);
+  void set_output_shape(std::vector<int64_t> shape);
 
   bool open_ = false;
   uint32_t generation_ = 0;  // the session the range belongs to
@@ -106,6 +120,12 @@ class RecordScope {
 // Ranges that Python opens and closes (record_function): the handle is opaque.
 int64_t begin_range(const std::string& name);
 void end_range(int64_t handle);
+
+// with_stack: core has no Python, so the Python layer registers how to capture the calling
+// thread's stack. The function returns the id of an interned stack, or -1 (no Python frame,
+// or a thread that does not hold the GIL); it runs before the range takes any lock.
+using StackCapture = int64_t (*)();
+void set_stack_capture(StackCapture capture);
 
 // For the device-activity source (cuda/cupti_profiler.cpp): appends finished device events.
 void add_device_events(std::vector<Event> events);

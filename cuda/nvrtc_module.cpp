@@ -14,9 +14,6 @@ namespace kiln::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
-// Launch limits every GPU since compute capability 3.0 shares.
-constexpr int64_t kMaxGrid[3] = {2147483647, 65535, 65535};
-constexpr int64_t kMaxBlock[3] = {1024, 1024, 64};
 // What a kernel may use without opting in to more dynamic shared memory.
 constexpr int kDefaultSharedMemory = 48 * 1024;
 
@@ -61,8 +58,12 @@ NvrtcFunction::NvrtcFunction(std::shared_ptr<NvrtcModule> module, const std::str
                              const std::string& name)
     : module_(std::move(module)),
       name_(name),
-      max_threads_(kMaxDevices, 0),
-      max_dynamic_smem_(kMaxDevices, kDefaultSharedMemory) {
+      max_threads_(new std::atomic<int>[kMaxDevices]),
+      max_dynamic_smem_(new std::atomic<int>[kMaxDevices]) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    max_threads_[d].store(0, std::memory_order_relaxed);
+    max_dynamic_smem_[d].store(kDefaultSharedMemory, std::memory_order_relaxed);
+  }
   cudaKernel_t kernel = nullptr;
   const cudaError_t err =
       cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module_->library()),
@@ -120,90 +121,42 @@ void NvrtcFunction::set_max_dynamic_shared_size_bytes(int device, int bytes) {
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   bytes, device),
                   "RawKernel");
-  std::lock_guard<std::mutex> lock(mu_);
-  max_dynamic_smem_[device] = bytes;
-}
-
-int NvrtcFunction::launch_device(const std::vector<KernelArg>& args) const {
-  for (const KernelArg& a : args)
-    if (a.tensor_device >= 0) return a.tensor_device;
-  return current_device();
-}
-
-void NvrtcFunction::check_args(const std::vector<KernelArg>& args, int device) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const int d = args[i].tensor_device;
-    KILN_CHECK(d != -1, Value, "[RawKernel ", name_, "] argument ", i,
-               " is a CPU tensor: kernels take CUDA tensors (move it with .cuda())");
-    KILN_CHECK(d < 0 || d == device, Value, "[RawKernel ", name_, "] argument ", i,
-               " is on cuda:", d, " but the kernel launches on cuda:", device,
-               " (the device of its first tensor argument)");
-  }
-  const std::vector<size_t>& params = param_sizes();
-  if (!params_known_) return;
-  KILN_CHECK(args.size() == params.size(), Type, "[RawKernel ", name_, "] the kernel takes ",
-             params.size(), " argument", params.size() == 1 ? "" : "s", ", got ", args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const KernelArg& a = args[i];
-    KILN_CHECK(a.size == params[i], Type, "[RawKernel ", name_, "] argument ", i, " is a ",
-               a.what, " (", a.size, " bytes) but the kernel's parameter ", i, " takes ",
-               params[i], " bytes",
-               a.tensor_device >= 0 ? ": a tensor passes a pointer"
-                                    : ": pass a NumPy scalar of the parameter's type, such as "
-                                      "numpy.int32(n) or numpy.float32(x)");
-  }
+  max_dynamic_smem_[device].store(bytes, std::memory_order_relaxed);
 }
 
 void NvrtcFunction::check_config(const LaunchConfig& c, int device) {
-  static const char* kAxis[3] = {"x", "y", "z"};
-  int64_t threads = 1;
-  for (int d = 0; d < 3; ++d) {
-    KILN_CHECK(c.grid[d] >= 1 && c.grid[d] <= kMaxGrid[d], Value, "[RawKernel ", name_,
-               "] grid.", kAxis[d], " must be in [1, ", kMaxGrid[d], "], got ", c.grid[d]);
-    KILN_CHECK(c.block[d] >= 1 && c.block[d] <= kMaxBlock[d], Value, "[RawKernel ", name_,
-               "] block.", kAxis[d], " must be in [1, ", kMaxBlock[d], "], got ", c.block[d]);
-    threads *= c.block[d];
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (max_threads_[device] == 0) {
+  const int64_t threads = c.block[0] * c.block[1] * c.block[2];
+  int limit = max_threads_[device].load(std::memory_order_relaxed);
+  if (limit == 0) {
     DeviceGuard guard(device);
     cudaFuncAttributes a{};
     KILN_CUDA_CHECK(cudaFuncGetAttributes(&a, as_func(kernel_)), "RawKernel");
-    max_threads_[device] = a.maxThreadsPerBlock;
+    limit = a.maxThreadsPerBlock;
+    max_threads_[device].store(limit, std::memory_order_relaxed);
   }
-  KILN_CHECK(threads <= max_threads_[device], Value, "[RawKernel ", name_, "] a block of ",
-             c.block[0], "x", c.block[1], "x", c.block[2], " = ", threads,
-             " threads is more than the kernel's limit of ", max_threads_[device],
-             " on cuda:", device, " (set by its register use)");
-  KILN_CHECK(c.shared_mem >= 0, Value, "[RawKernel ", name_,
-             "] shared_mem must be non-negative, got ", c.shared_mem);
-  if (c.shared_mem > max_dynamic_smem_[device]) {
-    const int limit = shared_memory_optin(device);
-    KILN_CHECK(c.shared_mem <= limit, Value, "[RawKernel ", name_, "] shared_mem=", c.shared_mem,
-               " bytes is more than cuda:", device, "'s limit of ", limit,
+  KILN_CHECK(threads <= limit, Value, "[RawKernel ", name_, "] a block of ", c.block[0], "x",
+             c.block[1], "x", c.block[2], " = ", threads,
+             " threads is more than the kernel's limit of ", limit, " on cuda:", device,
+             " (set by its register use)");
+  if (c.shared_mem > max_dynamic_smem_[device].load(std::memory_order_relaxed)) {
+    // Rare (a first launch with more than 48 KiB): two threads racing here set the same
+    // attribute, which is harmless.
+    const int optin = shared_memory_optin(device);
+    KILN_CHECK(c.shared_mem <= optin, Value, "[RawKernel ", name_, "] shared_mem=", c.shared_mem,
+               " bytes is more than cuda:", device, "'s limit of ", optin,
                " bytes of dynamic shared memory per block");
     KILN_CUDA_CHECK(cudaKernelSetAttributeForDevice(static_cast<cudaKernel_t>(kernel_),
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     static_cast<int>(c.shared_mem), device),
                     "RawKernel");
-    max_dynamic_smem_[device] = static_cast<int>(c.shared_mem);
+    max_dynamic_smem_[device].store(static_cast<int>(c.shared_mem), std::memory_order_relaxed);
   }
 }
 
-void NvrtcFunction::launch(const std::vector<KernelArg>& args, const LaunchConfig& config) {
-  const int device = launch_device(args);
-  KILN_CHECK(device >= 0 && device < kMaxDevices, Runtime, "[RawKernel ", name_,
-             "] no CUDA device");
-  check_args(args, device);
+void NvrtcFunction::launch(void** argv, int device, const LaunchConfig& config) {
+  if (device < 0) device = current_device();
+  KILN_CHECK(device < kMaxDevices, Runtime, "[RawKernel ", name_, "] no CUDA device");
   check_config(config, device);
-  void* pointers[64];
-  std::vector<void*> more;
-  void** argv = pointers;
-  if (args.size() > 64) {
-    more.resize(args.size());
-    argv = more.data();
-  }
-  for (size_t i = 0; i < args.size(); ++i) argv[i] = const_cast<unsigned char*>(args[i].bytes);
   DeviceGuard guard(device);
   const cudaStream_t stream =
       static_cast<cudaStream_t>(config.has_stream ? config.stream : current_stream(device));

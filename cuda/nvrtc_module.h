@@ -3,6 +3,7 @@
 // to use it. Only declared in builds with the CUDA backend (KILN_WITH_CUDA).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,11 +28,13 @@ namespace kiln::cuda {
 //   every device and needs no driver library of kiln's own: the runtime kiln links already
 //   reaches the driver. A launch checks everything it can before the launch, with errors
 //   naming the kernel and the argument: the argument count and each argument's size against
-//   the kernel's parameter list (cudaFuncGetParamInfo), CUDA tensors on the launch device,
-//   the grid and block against the device's limits and the kernel's register-bound thread
-//   limit, and the shared memory against the device's opt-in maximum (raising the kernel's
-//   dynamic shared memory attribute above 48 KiB by itself, which CuPy leaves to the user).
-//   Kernels go to kiln's current stream of the launch device unless a stream is given.
+//   the kernel's parameter list (cudaFuncGetParamInfo, read once), CUDA tensors on the launch
+//   device and the grid and block against every GPU's limits (python/kernel_args.cpp, which
+//   packs the arguments: Note [Fast kernel launch]), then here the block against the kernel's
+//   register-bound thread limit and the shared memory against the device's opt-in maximum
+//   (raising the kernel's dynamic shared memory attribute above 48 KiB by itself, which CuPy
+//   leaves to the user). Kernels go to kiln's current stream of the launch device unless a
+//   stream is given.
 // - generated kernels (ElementwiseKernel, ReductionKernel) are Python that writes a few lines
 //   of CUDA C++ around the user's code and launches it as a RawKernel
 //   (python/kiln/cuda/_elementwise_kernel.py, _reduction_kernel.py).
@@ -48,14 +51,6 @@ class NvrtcModule {
 
  private:
   void* library_ = nullptr;  // cudaLibrary_t
-};
-
-// One launch argument: the bytes the kernel receives and, for a tensor, its device.
-struct KernelArg {
-  alignas(16) unsigned char bytes[16];
-  size_t size = 0;
-  int tensor_device = -2;       // -2: not a tensor; -1: a CPU tensor; >= 0: its CUDA device
-  const char* what = nullptr;   // for errors: "tensor", "Python float (double)", ...
 };
 
 struct LaunchConfig {
@@ -85,19 +80,23 @@ class NvrtcFunction {
   NvrtcFunction(std::shared_ptr<NvrtcModule> module, const std::string& symbol,
                 const std::string& name);
 
-  // Checks `args` and `config` (Note [Custom kernels from Python]), then launches on the
-  // device of the tensor arguments (the current device when there are none).
-  void launch(const std::vector<KernelArg>& args, const LaunchConfig& config);
+  // Launches with `argv` (a pointer to each argument's bytes, already checked against
+  // param_sizes()) on `device` (-1: the current device), after checking the block against the
+  // kernel's thread limit and the shared memory against the device's.
+  void launch(void** argv, int device, const LaunchConfig& config);
 
-  // The size in bytes of each parameter, as the kernel declares them.
+  // The size in bytes of each parameter, as the kernel declares them, read once; empty with
+  // params_known() false where the driver cannot tell (before CUDA 12.4).
   const std::vector<size_t>& param_sizes();
+  bool params_known() {
+    param_sizes();
+    return params_known_;
+  }
   KernelAttributes attributes(int device);
   void set_max_dynamic_shared_size_bytes(int device, int bytes);
   const std::string& name() const { return name_; }
 
  private:
-  int launch_device(const std::vector<KernelArg>& args) const;
-  void check_args(const std::vector<KernelArg>& args, int device);
   void check_config(const LaunchConfig& config, int device);
 
   std::shared_ptr<NvrtcModule> module_;
@@ -107,10 +106,9 @@ class NvrtcFunction {
   std::vector<size_t> param_sizes_;
   bool params_known_ = false;
   // Per device: the kernel's thread limit (0 until read) and the dynamic shared memory it
-  // was allowed so far.
-  std::mutex mu_;
-  std::vector<int> max_threads_;
-  std::vector<int> max_dynamic_smem_;
+  // was allowed so far. Atomics: launches read them without a lock.
+  std::unique_ptr<std::atomic<int>[]> max_threads_;
+  std::unique_ptr<std::atomic<int>[]> max_dynamic_smem_;
 };
 
 }  // namespace kiln::cuda

@@ -131,12 +131,14 @@ class OpScope {
   template <typename... A>
   Tensor out(Tensor y, const A&... args) {
     profile_.inputs(args...);
+    profile_.output(y);
     if (outer_) emit({y}, {to_arg(args)...});
     return y;
   }
   template <typename... A>
   std::pair<Tensor, Tensor> out(std::pair<Tensor, Tensor> ys, const A&... args) {
     profile_.inputs(args...);
+    profile_.output(ys.first);
     if (outer_) emit({ys.first, ys.second}, {to_arg(args)...});
     return ys;
   }

@@ -1,15 +1,16 @@
-// kiln._C._nvrtc_* and the _NvrtcModule / _NvrtcFunction classes behind kiln.cuda.RawKernel
-// (Note [Custom kernels from Python] in cuda/nvrtc_module.h). Without the CUDA backend
-// nothing is bound and kiln.cuda's custom kernels raise when compiled.
+// kiln._C._nvrtc_*, the _NvrtcModule / _NvrtcFunction classes behind kiln.cuda.RawKernel
+// (Note [Custom kernels from Python] in cuda/nvrtc_module.h) and _KernelLauncher, RawKernel's
+// base class. Without the CUDA backend only _KernelLauncher is bound (its dry run packs
+// arguments) and kiln.cuda's custom kernels raise when compiled.
 #include <pybind11/stl.h>
 
-#include <complex>
-#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "python/bindings.h"
+#include "python/kernel_args.h"
 #ifdef KILN_WITH_CUDA
 #include "cuda/nvrtc.h"
 #include "cuda/nvrtc_module.h"
@@ -19,121 +20,128 @@ namespace py = pybind11;
 
 namespace kiln::python {
 
-#ifdef KILN_WITH_CUDA
 namespace {
 
-using cuda::KernelArg;
+// The C++ half of a RawKernel: its loaded function and parameter layout (Note [Fast kernel
+// launch] in python/kernel_args.cpp). RawKernel (python/kiln/cuda/_raw_kernel.py) subclasses
+// it, so a launch reaches launcher_call without a Python frame.
+struct KernelLauncher {
+  explicit KernelLauncher(std::string n) : name(std::move(n)) {}
+  std::string name;
+#ifdef KILN_WITH_CUDA
+  std::shared_ptr<cuda::NvrtcFunction> function;
+#endif
+  ParamLayout layout;
+  bool loaded = false;  // a function (or a dry run's layout) is set
+  bool dry = false;     // _dry_run: parse, pack and check, keep the bytes, launch nothing
+  bool check_devices = true;
+  std::vector<unsigned char> last;  // a dry run's packed arguments, back to back
+};
 
-template <typename T>
-void store(KernelArg* a, T v, const char* what) {
-  static_assert(sizeof(T) <= sizeof(a->bytes), "kernel argument too large");
-  std::memcpy(a->bytes, &v, sizeof(T));
-  a->size = sizeof(T);
-  a->what = what;
+KernelLauncher& launcher_of(PyObject* self) {
+  static const py::detail::type_info* ti = py::detail::get_type_info(typeid(KernelLauncher));
+  py::detail::value_and_holder vh =
+      reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder(ti, false);
+  KILN_CHECK(vh.inst && vh.holder_constructed(), Type, "[RawKernel] ", Py_TYPE(self)->tp_name,
+             ".__init__ did not call the base class's __init__");
+  return *vh.value_ptr<KernelLauncher>();
 }
 
-// One Python launch argument as the bytes the kernel receives. Python numbers follow CuPy:
-// int -> long long, float -> double, bool -> bool, complex -> complex<double>; NumPy scalars
-// keep their own type. A tensor passes its data pointer.
-KernelArg to_kernel_arg(py::handle h, size_t index, const std::string& kernel) {
-  KernelArg a;
-  PyObject* o = h.ptr();
-  py::detail::make_caster<Tensor> tensor_caster;
-  if (tensor_caster.load(h, false)) {
-    const Tensor& t = py::detail::cast_op<const Tensor&>(tensor_caster);
-    a.tensor_device = t.device().type == DeviceType::CUDA ? t.device().index : -1;
-    store<void*>(&a, t.data_ptr(), "tensor");
-  } else if (PyBool_Check(o)) {
-    store<bool>(&a, o == Py_True, "Python bool (bool)");
-  } else if (PyLong_Check(o)) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow)
-      fail(ErrorKind::Type, "[RawKernel ", kernel, "] argument ", index,
-           " is a Python int that does not fit in long long");
-    store<long long>(&a, v, "Python int (long long)");
-  } else if (PyFloat_Check(o)) {
-    store<double>(&a, PyFloat_AS_DOUBLE(o), "Python float (double)");
-  } else if (PyComplex_Check(o)) {
-    store(&a, std::complex<double>(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)),
-          "Python complex (complex<double>)");
-  } else if (PyObject_CheckBuffer(o)) {
-    // NumPy scalars (and 0-d arrays) expose their value as a 0-d buffer of their own type.
-    Py_buffer view;
-    if (PyObject_GetBuffer(o, &view, PyBUF_ND) != 0) {
-      PyErr_Clear();
-      fail(ErrorKind::Type, "[RawKernel ", kernel, "] argument ", index, " of type ",
-           Py_TYPE(o)->tp_name, " cannot be passed to a kernel");
+// kernel(grid, block, args, shared_mem=0, stream=None) as a METH_FASTCALL | METH_KEYWORDS
+// descriptor of _KernelLauncher.
+PyObject* launcher_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                        PyObject* kwnames) {
+  try {
+    KernelLauncher* l = &launcher_of(self);
+    if (!l->loaded) {
+      // The first launch compiles (or finds in the cache) and loads: RawKernel._load.
+      py::handle(self).attr("_load")();
+      l = &launcher_of(self);
+      KILN_CHECK(l->loaded, Runtime, "[RawKernel ", l->name, "] _load() set no function");
     }
-    const bool scalar = view.ndim == 0 && view.len > 0 &&
-                        view.len <= static_cast<Py_ssize_t>(sizeof(a.bytes));
-    if (scalar) {
-      std::memcpy(a.bytes, view.buf, static_cast<size_t>(view.len));
-      a.size = static_cast<size_t>(view.len);
-      a.what = "NumPy scalar";
+    LaunchDims dims;
+    PyObject* seq = parse_launch_call(args, nargs, kwnames, &dims, l->name);
+    check_launch_dims(dims, l->name);
+    const size_t n = static_cast<size_t>(PyTuple_Check(seq) ? PyTuple_GET_SIZE(seq)
+                                                             : PyList_GET_SIZE(seq));
+    PackedArgs packed(n);
+    const int device = pack_args(seq, l->layout, l->name, l->check_devices, &packed);
+    void* inline_argv[PackedArgs::kInlineArgs];
+    std::vector<void*> more_argv;
+    void** argv = inline_argv;
+    if (n > PackedArgs::kInlineArgs) {
+      more_argv.resize(n);
+      argv = more_argv.data();
     }
-    PyBuffer_Release(&view);
-    KILN_CHECK(scalar, Type, "[RawKernel ", kernel, "] argument ", index, " of type ",
-               Py_TYPE(o)->tp_name,
-               " is not a scalar: kernels take kiln CUDA tensors, Python numbers and NumPy "
-               "scalars");
-  } else {
-    fail(ErrorKind::Type, "[RawKernel ", kernel, "] argument ", index, " of type ",
-         Py_TYPE(o)->tp_name,
-         " cannot be passed to a kernel: kernels take kiln CUDA tensors, Python numbers and "
-         "NumPy scalars");
-  }
-  return a;
-}
-
-// grid / block: an int or a tuple of 1 to 3 ints; missing dims are 1.
-void to_dims(py::handle h, int64_t* out, const char* what, const std::string& kernel) {
-  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
-    out[0] = PyLong_AsLongLong(h.ptr());
-    if (PyErr_Occurred()) throw py::error_already_set();
-    return;
-  }
-  KILN_CHECK(PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()), Type, "[RawKernel ", kernel, "] ",
-             what, " must be an int or a tuple of 1 to 3 ints, got ", Py_TYPE(h.ptr())->tp_name);
-  py::sequence seq = py::reinterpret_borrow<py::sequence>(h);
-  KILN_CHECK(seq.size() >= 1 && seq.size() <= 3, Value, "[RawKernel ", kernel, "] ", what,
-             " must have 1 to 3 dimensions, got ", seq.size());
-  for (size_t i = 0; i < seq.size(); ++i) {
-    py::handle v = seq[i];
-    KILN_CHECK(PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr()), Type, "[RawKernel ", kernel,
-               "] ", what, " must hold ints, got ", Py_TYPE(v.ptr())->tp_name);
-    out[i] = v.cast<int64_t>();
+    for (size_t i = 0; i < n; ++i) argv[i] = packed[i].bytes;
+    if (l->dry) {
+      l->last.clear();
+      for (size_t i = 0; i < n; ++i)
+        l->last.insert(l->last.end(), packed[i].bytes, packed[i].bytes + packed[i].size);
+      Py_RETURN_NONE;
+    }
+#ifdef KILN_WITH_CUDA
+    cuda::LaunchConfig config;
+    for (int d = 0; d < 3; ++d) {
+      config.grid[d] = dims.grid[d];
+      config.block[d] = dims.block[d];
+    }
+    config.shared_mem = dims.shared_mem;
+    config.has_stream = dims.has_stream;
+    config.stream = dims.stream;
+    l->function->launch(argv, device, config);
+#else
+    (void)device;
+#endif
+    Py_RETURN_NONE;
+  } catch (...) {
+    py::detail::try_translate_exceptions();
+    return nullptr;
   }
 }
 
-void launch(cuda::NvrtcFunction& f, py::handle grid, py::handle block, py::handle args,
-            int64_t shared_mem, py::handle stream) {
-  KILN_CHECK(PyTuple_Check(args.ptr()) || PyList_Check(args.ptr()), Type, "[RawKernel ",
-             f.name(), "] args must be a tuple, got ", Py_TYPE(args.ptr())->tp_name);
-  cuda::LaunchConfig config;
-  to_dims(grid, config.grid, "grid", f.name());
-  to_dims(block, config.block, "block", f.name());
-  config.shared_mem = shared_mem;
-  if (!stream.is_none()) {
-    // A kiln.cuda.Stream, or a raw cudaStream_t as an int.
-    py::object handle = py::hasattr(stream, "cuda_stream") ? stream.attr("cuda_stream")
-                                                           : py::reinterpret_borrow<py::object>(stream);
-    KILN_CHECK(PyLong_Check(handle.ptr()), Type, "[RawKernel ", f.name(),
-               "] stream must be a kiln.cuda.Stream or None, got ",
-               Py_TYPE(stream.ptr())->tp_name);
-    config.has_stream = true;
-    config.stream = reinterpret_cast<cuda::StreamHandle>(handle.cast<uintptr_t>());
-  }
-  py::sequence seq = py::reinterpret_borrow<py::sequence>(args);
-  std::vector<KernelArg> kargs;
-  kargs.reserve(seq.size());
-  for (size_t i = 0; i < seq.size(); ++i) kargs.push_back(to_kernel_arg(seq[i], i, f.name()));
-  f.launch(kargs, config);
+void def_launcher(py::module_& m) {
+  py::class_<KernelLauncher> cls(m, "_KernelLauncher");
+  cls.def(py::init<std::string>(), py::arg("name"))
+      .def_property_readonly("_loaded", [](const KernelLauncher& l) { return l.loaded; })
+      // For tests and the packing benchmark without a GPU: calls pack and check against
+      // `param_sizes` and launch nothing; _last_args() returns the packed bytes.
+      .def("_dry_run", [](KernelLauncher& l, const std::vector<size_t>& param_sizes,
+                          bool check_devices) {
+        l.layout.sizes = param_sizes;
+        l.layout.known = true;
+        l.loaded = l.dry = true;
+        l.check_devices = check_devices;
+      }, py::arg("param_sizes"), py::arg("check_devices") = true)
+      .def("_last_args", [](const KernelLauncher& l) {
+        return py::bytes(reinterpret_cast<const char*>(l.last.data()), l.last.size());
+      });
+#ifdef KILN_WITH_CUDA
+  cls.def("_set_function", [](KernelLauncher& l, std::shared_ptr<cuda::NvrtcFunction> f) {
+    l.layout.sizes = f->param_sizes();
+    l.layout.known = f->params_known();
+    l.function = std::move(f);
+    l.loaded = true;
+    l.dry = false;
+  }, py::arg("function"));
+#endif
+  // __call__ as a fast descriptor (Note [Fast operators] in python/bind_elementwise.cpp).
+  static PyMethodDef def{
+      "__call__",
+      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launcher_call)),
+      METH_FASTCALL | METH_KEYWORDS,
+      "__call__(self, grid, block, args, shared_mem=0, stream=None) -> None"};
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  py::object descr = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, &def));
+  if (!descr) throw py::error_already_set();
+  cls.attr("__call__") = descr;
 }
 
 }  // namespace
 
 void init_nvrtc(py::module_& m) {
+  def_launcher(m);
+#ifdef KILN_WITH_CUDA
   m.def("_nvrtc_version", [] {
     auto v = cuda::nvrtc_version();
     return py::make_tuple(v.first, v.second);
@@ -171,16 +179,12 @@ void init_nvrtc(py::module_& m) {
   py::class_<cuda::NvrtcFunction, std::shared_ptr<cuda::NvrtcFunction>>(m, "_NvrtcFunction")
       .def(py::init<std::shared_ptr<cuda::NvrtcModule>, const std::string&, const std::string&>(),
            py::arg("module"), py::arg("symbol"), py::arg("name"))
-      .def("_launch", &launch, py::arg("grid"), py::arg("block"), py::arg("args"),
-           py::arg("shared_mem") = 0, py::arg("stream") = py::none())
       .def("_param_sizes", &cuda::NvrtcFunction::param_sizes)
       .def("_attributes", &cuda::NvrtcFunction::attributes, py::arg("device"))
       .def("_set_max_dynamic_shared_size_bytes",
            &cuda::NvrtcFunction::set_max_dynamic_shared_size_bytes, py::arg("device"),
            py::arg("bytes"));
-}
-#else
-void init_nvrtc(py::module_&) {}
 #endif
+}
 
 }  // namespace kiln::python

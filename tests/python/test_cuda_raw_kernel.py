@@ -308,6 +308,74 @@ def test_elementwise_errors_name_the_kernel_and_argument():
         bad(f32)
 
 
+def _flat_variants(k):
+    """(vec, index32) of the flat kernels an ElementwiseKernel compiled (nd == 0)."""
+    return {(key[3], key[4]) for key in k._kernels if key[2] == 0}
+
+
+@pytest.mark.parametrize("dtype, vec", [("float32", 4), ("float16", 8), ("bfloat16", 8),
+                                        ("int8", 16), ("float64", 2), ("bool", 16)])
+def test_flat_path_vectorizes_and_handles_the_tail(dtype, vec):
+    op = "z = x != y" if dtype == "bool" else "z = T(float(x) + float(y))"
+    k = kiln.cuda.ElementwiseKernel("T x, T y", "T z", op, "flat_add")
+    n = 3 * 256 * vec + 5  # full packs, then a tail of 5
+    x, y = cuda(data(n, dtype), dtype), cuda(data(n, dtype), dtype)
+    for _ in range(2):  # the second call takes the planned path
+        z = k(x, y)
+        want = (x != y) if dtype == "bool" else (x + y)
+        np.testing.assert_array_equal(numpy_of(z), numpy_of(want))
+    assert _flat_variants(k) == {(vec, True)}
+    assert len(k._plans) == 1
+
+
+def test_flat_path_falls_back_to_scalar_access_for_misaligned_views():
+    k = kiln.cuda.ElementwiseKernel("T x", "T z", "z = x * 2", "twice")
+    base = cuda(np.arange(1030, dtype=np.float32), "float32")
+    for _ in range(2):
+        z = k(base[1:1025])  # 4 bytes past a 16-byte boundary
+        np.testing.assert_array_equal(numpy_of(z), np.arange(1, 1025) * 2)
+    assert _flat_variants(k) == {(1, True)}
+
+
+def test_outputs_that_are_read_or_written_conditionally_keep_their_values():
+    acc = kiln.cuda.ElementwiseKernel("T x", "T z", "z += x", "accumulate")
+    clip = kiln.cuda.ElementwiseKernel("T x", "T z", "if (x > 0) z = x", "positive")
+    xn = data(1027, "float32")
+    x = cuda(xn, "float32")
+    for _ in range(2):
+        z = cuda(np.ones(1027, dtype=np.float32), "float32")
+        acc(x, z)
+        np.testing.assert_array_equal(numpy_of(z), xn + 1)
+        z = cuda(np.full(1027, -7, dtype=np.float32), "float32")
+        clip(x, z)
+        np.testing.assert_array_equal(numpy_of(z), np.where(xn > 0, xn, -7))
+
+
+def test_planned_calls_still_broadcast_and_name_bad_arguments():
+    k = kiln.cuda.ElementwiseKernel("T x, T y", "T z", "z = x - y", "sub_ew")
+    x = cuda(data((4, 5), "float32"), "float32")
+    k(x, x)  # planned
+    row = cuda(data(5, "float32"), "float32")
+    np.testing.assert_array_equal(numpy_of(k(x, row)), numpy_of(x - row))  # broadcast
+    np.testing.assert_array_equal(numpy_of(k(x.t().contiguous().t(), x)), 0)  # strided
+    with pytest.raises(ValueError, match=r"\[ElementwiseKernel sub_ew\] argument 'y' is a CPU"):
+        k(x, x.cpu())
+
+
+def test_flat_path_past_32_bit_indices():
+    free, _ = kiln.cuda.mem_get_info()
+    n = 2 ** 31 - 2 ** 27  # with a full grid of 16-element packs the index passes 2^31
+    if free < 3 * n:
+        pytest.skip("needs 6 GB of free GPU memory")
+    k = kiln.cuda.ElementwiseKernel("int8 x", "int8 z", "z = x + 1", "inc8")
+    x = kiln.zeros(n, dtype=kiln.int8, device="cuda")
+    z = k(x)
+    assert _flat_variants(k) == {(16, False)}
+    assert z[:5].cpu().tolist() == [1] * 5 and z[-5:].cpu().tolist() == [1] * 5
+    assert z.sum().item() == n  # integer sums accumulate in int64
+    del x, z
+
+
 # --- ReductionKernel ---------------------------------------------------------------------------
 
 L2NORM = ("T x", "T y", "x * x", "a + b", "y = sqrt(a)", "0", "l2norm")
@@ -363,6 +431,18 @@ def test_reduction_max_with_identity_reduce_type_out_and_empty():
         k(cuda(xn, "float32"), axis=2)
     with pytest.raises(ValueError, match=r"out has shape \[4\] but the result has shape \[9\]"):
         k(cuda(xn, "float32"), out=out, axis=0)
+
+
+def test_repeated_reductions_take_their_plan_with_new_data_and_scalars():
+    k = kiln.cuda.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a", "0", "wsum")
+    for scale in (1.0, 2.5, -3.0):  # the second and third calls are planned
+        xn = data((7, 33), "float64")
+        got = k(cuda(xn, "float64"), scale, axis=1)
+        np.testing.assert_allclose(numpy_of(got), scale * xn.sum(1))
+    assert len(k._plans) == 1
+    out = kiln.empty(7, dtype=kiln.float64, device="cuda")
+    assert k(cuda(xn, "float64"), 1.0, out, axis=1) is out
+    np.testing.assert_allclose(numpy_of(out), xn.sum(1))
 
 
 # --- disk cache across processes ---------------------------------------------------------------

@@ -346,3 +346,154 @@ def test_kiln_profiler_is_loaded_lazily():
     code = "import sys, kiln; print('kiln.profiler' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- with_stack ------------------------------------------------------------------------------
+
+def add_one(x):
+    return x + 1  # the line with_stack must name
+
+
+def twice(x):
+    return add_one(add_one(x))
+
+
+def test_with_stack_records_each_ops_python_stack_innermost_first():
+    import inspect
+    with profile(activities=CPU, with_stack=True) as prof:
+        twice(kiln.ones(3))
+    (add,) = {tuple(e.stack) for e in prof.events() if e.name == "kiln::add"}
+    line = inspect.getsourcelines(add_one)[1] + 1
+    assert add[0].endswith(f"test_profiler.py({line}): add_one")
+    assert add[1].endswith(f"test_profiler.py({line + 4}): twice")
+    assert "test_with_stack_records_each_ops_python_stack_innermost_first" in add[2]
+    ones = next(e for e in prof.events() if e.name == "kiln::full")  # kiln.ones
+    assert ones.stack[0].endswith(": test_with_stack_records_each_ops_python_stack_innermost_first")
+
+
+def test_stacks_are_not_recorded_unless_asked():
+    with profile(activities=CPU) as prof:
+        twice(kiln.ones(3))
+    assert all(e.stack == [] for e in prof.events())
+
+
+def test_key_averages_group_by_stack_n_splits_call_sites():
+    with profile(activities=CPU, with_stack=True) as prof:
+        x = kiln.ones(3)
+        for _ in range(3):
+            add_one(x)
+        x + 1
+    plain = [a for a in prof.key_averages() if a.key == "kiln::add"]
+    assert [a.count for a in plain] == [4] and plain[0].stack == []
+    by_site = {a.stack[0].rsplit(": ", 1)[1]: a for a in prof.key_averages(group_by_stack_n=1)
+               if a.key == "kiln::add"}
+    assert {k: a.count for k, a in by_site.items()} == {
+        "add_one": 3, "test_key_averages_group_by_stack_n_splits_call_sites": 1}
+    assert all(len(a.stack) == 1 for a in by_site.values())
+    assert len(next(iter(prof.key_averages(group_by_stack_n=2))).stack) <= 2
+    table = prof.key_averages(group_by_stack_n=2).table(sort_by="count", row_limit=3)
+    header = table.splitlines()[1]
+    assert header.rstrip().endswith("Source Location")
+    assert any("add_one" in line for line in table.splitlines())
+
+
+def test_stack_goes_into_the_chrome_trace_and_export_stacks(tmp_path):
+    with profile(activities=CPU, with_stack=True) as prof:
+        twice(kiln.ones(1 << 18))  # export_stacks writes whole microseconds: ops that take some
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    ops = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "kiln::add"]
+    assert len(ops) == 2
+    frames = ops[0]["args"]["Call stack"].split(";")
+    assert frames[-1].endswith("add_one") and frames[-2].endswith("twice")
+    stacks = tmp_path / "stacks.txt"
+    prof.export_stacks(str(stacks), "self_cpu_time_total")
+    lines = stacks.read_text().splitlines()
+    assert lines and all(len(line.rsplit(" ", 1)) == 2 for line in lines)
+    assert any(";" in line and "add_one" in line.rsplit(" ", 1)[0].split(";")[-1]
+               for line in lines)
+    with pytest.raises(ValueError, match="metric should be one of"):
+        prof.events().export_stacks(str(stacks), "bogus")
+
+
+def test_export_stacks_without_with_stack_says_so(tmp_path):
+    with profile(activities=CPU) as prof:
+        kiln.ones(1) + 1
+    with pytest.raises(AssertionError, match="with_stack=True"):
+        prof.export_stacks(str(tmp_path / "s.txt"))
+
+
+# --- with_flops ------------------------------------------------------------------------------
+
+def flops_of(prof, name):
+    return sum(e.flops for e in prof.events() if e.name == name)
+
+
+def test_with_flops_uses_pytorch_formulae_for_products_and_convolutions():
+    a, b = kiln.randn(4, 8), kiln.randn(8, 16)
+    p, q = kiln.randn(3, 4, 5), kiln.randn(3, 5, 6)
+    x, w = kiln.randn(4, 8), kiln.randn(16, 8)
+    img, k = kiln.randn(2, 3, 10, 10), kiln.randn(5, 3, 3, 3)
+    grouped, gk = kiln.randn(1, 4, 6, 6), kiln.randn(4, 2, 3, 3)
+    with profile(activities=CPU, with_flops=True) as prof:
+        with record_function("mm"):
+            kiln.mm(a, b)
+        with record_function("bmm"):
+            kiln.bmm(p, q)
+        with record_function("linear"):
+            F.linear(x, w)
+        with record_function("conv"):
+            F.conv2d(img, k, stride=2, padding=1)          # output [2, 5, 5, 5]
+        with record_function("grouped"):
+            F.conv2d(grouped, gk, groups=2)                # output [1, 4, 4, 4]
+    ranges = {e.name: e for e in prof.events() if e.kind == 1}
+
+    def inside(name):
+        return sum(d.flops for d in descendants(ranges[name]))
+
+    assert inside("mm") == 2 * 4 * 8 * 16
+    assert inside("bmm") == 2 * 3 * 4 * 5 * 6
+    assert inside("linear") == 2 * 4 * 16 * 8
+    # 2 * N * out_h * out_w * k_h * k_w * C_in * C_out / groups
+    assert inside("conv") == 2 * 2 * 5 * 5 * 3 * 3 * 3 * 5
+    assert inside("grouped") == 2 * 1 * 4 * 4 * 3 * 3 * 4 * 4 // 2
+    # Counted once, on the outermost op with a formula (the ops it calls carry none).
+    for name in ("mm", "bmm", "linear", "conv", "grouped"):
+        assert sum(1 for d in descendants(ranges[name]) if d.flops) == 1, name
+    assert all(e.input_shapes for e in prof.events() if e.flops)  # shapes came on with flops
+
+
+def test_flops_column_in_the_table_and_none_unless_asked():
+    a = kiln.randn(64, 64)
+    with profile(activities=CPU, with_flops=True) as prof:
+        for _ in range(3):
+            a @ a
+    table = prof.key_averages().table(sort_by="cpu_time_total")
+    header = table.splitlines()[1]
+    assert "Total KFLOPs" in header or "Total MFLOPs" in header
+    (row,) = [a for a in prof.key_averages() if a.flops]
+    assert row.flops == 3 * 2 * 64 ** 3
+    assert "--" in table  # rows without an estimate
+    with profile(activities=CPU) as plain:
+        a @ a
+    assert all(e.flops == 0 for e in plain.events())
+    assert "FLOPs" not in plain.key_averages().table()
+
+
+def test_flops_match_pytorch_profiler():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+    an, bn = np.random.rand(6, 7).astype(np.float32), np.random.rand(7, 9).astype(np.float32)
+    xn, wn = np.random.rand(2, 3, 9, 9).astype(np.float32), np.random.rand(4, 3, 3, 3).astype(
+        np.float32)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                with_flops=True) as tp:
+        torch.mm(torch.from_numpy(an), torch.from_numpy(bn))
+        torch.nn.functional.conv2d(torch.from_numpy(xn), torch.from_numpy(wn), stride=2,
+                                   padding=1)
+    torch_flops = {e.key: e.flops for e in tp.key_averages() if e.flops}
+    with profile(activities=CPU, with_flops=True) as kp_:
+        kiln.mm(kiln.tensor(an), kiln.tensor(bn))
+        F.conv2d(kiln.tensor(xn), kiln.tensor(wn), stride=2, padding=1)
+    assert sum(e.flops for e in kp_.events()) == sum(torch_flops.values())
+    assert torch_flops.get("aten::mm") == flops_of(kp_, "kiln::mm")

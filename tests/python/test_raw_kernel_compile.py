@@ -124,15 +124,31 @@ def test_collapse_merges_contiguous_runs_and_keeps_broadcast_dims():
 def test_elementwise_source_is_a_flat_loop_for_contiguous_operands():
     ins = kp.parse_params("T a, T x, T y", True, "k")
     outs = kp.parse_params("T z", False, "k")
-    src = elementwise_source("saxpy", ins, outs, "z = a * x + y", "",
-                             {"a": "float32", "x": "float32", "y": "float32", "z": "float32"},
-                             {"a": "scalar", "x": "array", "y": "array", "z": "array"}, 0,
+    dtypes = {"a": "float32", "x": "float32", "y": "float32", "z": "float32"}
+    kinds = {"a": "scalar", "x": "array", "y": "array", "z": "array"}
+    src = elementwise_source("saxpy", ins, outs, "z = a * x + y", "", dtypes, kinds, 0,
                              {"T": "float32"})
     assert "typedef float T;" in src
     assert 'extern "C" __global__ void saxpy(float _v_a, const float* __restrict__ _p_x' in src
-    assert "const float x = _p_x[i];" in src and "float& z = _p_z[i];" in src
+    assert "const float x = _p_x[_j];" in src and "float& z = _p_z[_j];" in src
     assert "%" not in src  # no index arithmetic on the flat path
-    assert "    z = a * x + y;\n" in src and "#pragma unroll" in src
+    assert "    z = a * x + y;\n" in src and "long long _j" in src and "_kiln_pack<" not in src
+    # Aligned and small enough: 16-byte packs and a 32-bit index, then the tail.
+    vec = elementwise_source("saxpy", ins, outs, "z = a * x + y", "", dtypes, kinds, 0,
+                             {"T": "float32"}, vec=4, index32=True)
+    assert "const _kiln_pack<float, 4> _e_x = " in vec and "_kiln_pack<float, 4> _e_z = " in vec
+    assert "const float x = _e_x.v[_k];" in vec and "float& z = _e_z.v[_k];" in vec
+    assert "for (int _q = _first; _q < _packs; _q += _step)" in vec
+    assert "for (int _j = _packs * 4 + _first; _j < _count; _j += _step)" in vec
+    assert "%" not in vec and "long long _q" not in vec
+
+
+def test_vector_width_follows_the_widest_array_operand():
+    from kiln.cuda._elementwise_kernel import vector_width
+    assert vector_width({"x": "float32", "z": "float32"}, {"x": "array", "z": "array"}) == 4
+    assert vector_width({"x": "float16", "z": "float64"}, {"x": "array", "z": "array"}) == 2
+    assert vector_width({"x": "float64", "z": "bool"}, {"x": "scalar", "z": "array"}) == 16
+    assert vector_width({"z": "int8"}, {"z": "raw"}) == 1
 
 
 def _compile(src, name, arch=90):
@@ -148,10 +164,40 @@ def test_generated_elementwise_kernels_compile_for_every_dtype(dtype):
     dtypes = {n: dtype for n in "xyrsz"}
     kinds = {"x": "array", "y": "array", "r": "raw", "s": "scalar", "z": "array"}
     op = "z = x; z = y; z = r[_ind.size() - i - 1]; z = s"
-    for nd in (0, 3):
+    vec = 16 // kp.ITEMSIZE[dtype]
+    for nd, v, index32 in ((0, 1, False), (0, 1, True), (0, vec, True), (0, vec, False),
+                           (3, 1, False)):
         image, is_ptx = _compile(elementwise_source("ew", ins, outs, op, "", dtypes, kinds, nd,
-                                                    {"T": dtype}), "ew")
+                                                    {"T": dtype}, v, index32), "ew")
         assert image[:4] == b"\x7fELF" and not is_ptx  # a CUBIN for sm_90
+
+
+def _ptx(src, name):
+    newest = max(kiln._C._nvrtc_supported_archs())
+    image, is_ptx = _compile(src, name, arch=newest + 1000)
+    assert is_ptx
+    return image.decode()
+
+
+@requires_nvrtc
+def test_flat_add_moves_16_bytes_per_access_and_never_loads_its_output():
+    """What Note [Elementwise kernel paths] promises, read from the PTX: two 16-byte loads
+    and one 16-byte store per pack, and no load of an output that the operation overwrites
+    (while `z += x` keeps it)."""
+    import re
+    ins = kp.parse_params("T x, T y", True, "k")
+    outs = kp.parse_params("T z", False, "k")
+    dtypes = {n: "float32" for n in "xyz"}
+    kinds = {n: "array" for n in "xyz"}
+    add = _ptx(elementwise_source("ew_add", ins, outs, "z = x + y", "", dtypes, kinds, 0,
+                                  {"T": "float32"}, 4, True), "ew_add")
+    loads = len(re.findall(r"ld\.global(\.nc)?\.v4\.f32", add))
+    stores = len(re.findall(r"st\.global\.v4\.f32", add))
+    assert stores >= 1 and loads == 2 * stores  # NVVM may unroll the loop: count per store
+    acc = _ptx(elementwise_source("ew_acc", ins, outs, "z += x + y", "", dtypes, kinds, 0,
+                                  {"T": "float32"}, 4, True), "ew_acc")
+    assert len(re.findall(r"ld\.global(\.nc)?\.v4\.f32", acc)) == 3 * len(
+        re.findall(r"st\.global\.v4\.f32", acc))
 
 
 @requires_nvrtc
@@ -403,6 +449,41 @@ def test_elementwise_launch_arguments_match_the_kernel(recorded_launches):
     assert z2.shape == z.shape
 
 
+def test_repeated_elementwise_calls_use_their_plan_and_the_widest_access(recorded_launches):
+    k = kiln.cuda.ElementwiseKernel("T a, T x, T y", "T z", "z = a * x + y", "ew_plan")
+    x = kiln.arange(1030, dtype=kiln.float32)
+    k(2.0, x[:1024], x[:1024])  # general path: plans the signature
+    general_calls = []
+    original = k._general_call
+    k._general_call = lambda *a: general_calls.append(a) or original(*a)
+    z = k(3.0, x[:1024], x[:1024])  # planned: no type resolution, no general path
+    assert general_calls == [] and len(k._plans) == 1
+    k(3.0, x[1:1025], x[:1024])  # misaligned: still planned, element by element
+    assert general_calls == []
+    k(3.0, x[:1024].view(32, 32), x[:32])  # broadcast: the general path
+    assert len(general_calls) == 1
+    codes = [launch[0] for launch in recorded_launches]
+    assert "_kiln_pack<float, 4>" in codes[1] and "int _q" in codes[1]
+    assert "_kiln_pack<" not in codes[2] and "int _j" in codes[2]
+    assert "%" in codes[3]
+    for launch in recorded_launches:
+        _check_launch(launch)
+    assert tuple(z.shape) == (1024,)
+    # Scalars keep their types per call: a float for a float32 placeholder is range-checked.
+    with pytest.raises(TypeError, match=r"argument 'a' = 1e\+300 does not fit in float32"):
+        k(1e300, x[:1024], x[:1024])
+
+
+def test_flat_launch_uses_a_32_bit_index_while_the_loop_fits():
+    from kiln.cuda._elementwise_kernel import _flat_config
+    x = kiln.zeros(16, dtype=kiln.float32)
+    assert _flat_config([x], [16], 16, 4, 256) == (4, True, 1)
+    assert _flat_config([x, x[1:]], [16, 16], 15, 4, 256) == (1, True, 1)
+    vec, index32, grid = _flat_config([x], [16], 2 ** 31 - 2 ** 20, 4, 256)
+    assert (vec, index32, grid) == (4, False, 1 << 16)
+    assert _flat_config([x], [16], 2 ** 28, 4, 256) == (4, True, 1 << 16)
+
+
 @requires_nvrtc
 @pytest.mark.parametrize("axis, keepdims", [(None, False), (1, True), ((0, 2), False), ((), False)])
 def test_reduction_launch_arguments_match_the_kernel(recorded_launches, axis, keepdims):
@@ -415,3 +496,136 @@ def test_reduction_launch_arguments_match_the_kernel(recorded_launches, axis, ke
     _check_launch(launch)
     assert launch[2] == max(1, expected.size)
     _compile(launch[0], "red_args")
+
+
+# --- RawKernel's argument packing (Note [Fast kernel launch]), without a GPU ------------------
+
+SIX_PARAMS = [8, 8, 4, 8, 1, 2]  # a pointer, long long, int, double, bool, short
+
+
+def dry_kernel(sizes=SIX_PARAMS, check_devices=False):
+    k = kiln.cuda.RawKernel('extern "C" __global__ void k() {}', "k")
+    k._dry_run(sizes, check_devices)
+    return k
+
+
+def test_launch_arguments_are_packed_as_the_kernel_receives_them():
+    import struct
+    k = dry_kernel()
+    t = kiln.arange(10, dtype=kiln.float32)
+    k((1,), (32,), (t[3:], 2 ** 40, np.int32(-5), 2.5, True, np.int16(7)))
+    expected = struct.pack("<QqidBh", t.data_ptr() + 12, 2 ** 40, -5, 2.5, 1, 7)
+    assert k._last_args() == expected
+    # A list works as the args sequence, grid and block as ints, the options as keywords.
+    k(2, 64, [t, -1, np.int32(0), -0.0, False, np.int16(-1)], shared_mem=0, stream=None)
+    assert k._last_args() == struct.pack("<QqidBh", t.data_ptr(), -1, 0, -0.0, 0, -1)
+
+
+def test_complex_and_wide_numpy_scalars_keep_their_bytes():
+    k = dry_kernel([16, 8, 4])
+    k(1, 1, (1 + 2j, np.float64(0.25), np.float32(3)))
+    assert k._last_args() == (np.complex128(1 + 2j).tobytes() + np.float64(0.25).tobytes()
+                              + np.float32(3).tobytes())
+
+
+@pytest.mark.parametrize("args, exc, match", [
+    (lambda t: (t, 1, np.int32(1), 1.0, True), TypeError,
+     r"\[RawKernel k\] the kernel takes 6 arguments, got 5"),
+    (lambda t: (t, 1, 1, 1.0, True, np.int16(1)), TypeError,
+     r"argument 2 is a Python int \(long long\) \(8 bytes\) but the kernel's parameter 2 takes "
+     r"4 bytes: pass a NumPy scalar"),
+    (lambda t: (t, 1, np.int32(1), np.float32(1), True, np.int16(1)), TypeError,
+     r"argument 3 is a NumPy scalar \(4 bytes\) but the kernel's parameter 3 takes 8 bytes"),
+    (lambda t: (t, 1, t, 1.0, True, np.int16(1)), TypeError,
+     r"argument 2 is a tensor \(8 bytes\) but the kernel's parameter 2 takes 4 bytes: a "
+     r"tensor passes a pointer"),
+    (lambda t: ("t", 1, np.int32(1), 1.0, True, np.int16(1)), TypeError,
+     r"argument 0 of type str cannot be passed to a kernel"),
+    (lambda t: (np.zeros(3), 1, np.int32(1), 1.0, True, np.int16(1)), TypeError,
+     r"argument 0 of type numpy.ndarray is not a scalar"),
+    (lambda t: (t, 2 ** 70, np.int32(1), 1.0, True, np.int16(1)), TypeError,
+     r"argument 1 is a Python int that does not fit in long long"),
+])
+def test_bad_arguments_raise_before_any_launch(args, exc, match):
+    k = dry_kernel()
+    with pytest.raises(exc, match=match):
+        k(1, 1, args(kiln.zeros(2)))
+
+
+def test_cpu_tensors_are_refused_by_name():
+    k = dry_kernel(check_devices=True)
+    with pytest.raises(ValueError, match=r"\[RawKernel k\] argument 0 is a CPU tensor: kernels "
+                                         r"take CUDA tensors"):
+        k(1, 1, (kiln.zeros(2), 1, np.int32(1), 1.0, True, np.int16(1)))
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda k, a: k((0,), (32,), a), ValueError, r"grid.x must be in \[1, 2147483647\], got 0"),
+    (lambda k, a: k((1, 70000), (32,), a), ValueError, r"grid.y must be in \[1, 65535\]"),
+    (lambda k, a: k(1, (2048,), a), ValueError, r"block.x must be in \[1, 1024\], got 2048"),
+    (lambda k, a: k(1, (1, 1, 65), a), ValueError, r"block.z must be in \[1, 64\], got 65"),
+    (lambda k, a: k(1, (1, 1, 1, 1), a), ValueError, r"block must have 1 to 3 dimensions, got 4"),
+    (lambda k, a: k((1.5,), 1, a), TypeError, r"grid must hold ints, got float"),
+    (lambda k, a: k("1", 1, a), TypeError, r"grid must be an int or a tuple"),
+    (lambda k, a: k(True, 1, a), TypeError, r"grid must be an int or a tuple"),
+    (lambda k, a: k(1, 1, a, -1), ValueError, r"shared_mem must be non-negative, got -1"),
+    (lambda k, a: k(1, 1, a, shared_mem=1.0), TypeError, r"shared_mem must be an int"),
+    (lambda k, a: k(1, 1, a, stream="s"), TypeError, r"stream must be a kiln.cuda.Stream"),
+    (lambda k, a: k(1, 1, set(a)), TypeError, r"args must be a tuple, got set"),
+    (lambda k, a: k(1, 1), TypeError, r"missing required argument 'args'"),
+    (lambda k, a: k(1, 1, a, sharedmem=0), TypeError, r"unexpected keyword argument 'sharedmem'"),
+    (lambda k, a: k(1, 1, a, block=1), TypeError, r"multiple values for argument 'block'"),
+    (lambda k, a: k(1, 1, a, 0, None, 7), TypeError, r"got 6 positional arguments"),
+])
+def test_bad_launch_calls_raise_before_any_launch(call, exc, match):
+    k = dry_kernel([8])
+    with pytest.raises(exc, match=r"\[RawKernel k\] (.*)" + match):
+        call(k, (1,))
+
+
+def test_a_subclass_that_skips_init_gets_a_clear_error():
+    class Broken(kiln.cuda.RawKernel):
+        def __init__(self):
+            pass
+
+    with pytest.raises(TypeError):
+        Broken()(1, 1, ())
+
+
+def test_packing_is_cheap():
+    """The C++ half of a launch without the launch: a few hundred nanoseconds (Note [Fast
+    kernel launch]); the Python-side packing it replaced took about 2.6 us on the H200's host.
+    The bound is loose (shared CI machines); benchmarks/custom_kernels.py --host-only prints
+    the number."""
+    import time
+    k = dry_kernel([8, 8, 8, 4], check_devices=False)
+    a, b, out = kiln.zeros(4), kiln.zeros(4), kiln.zeros(4)
+    args = (a, b, out, np.int32(4))
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.thread_time()  # CPU time: a loaded machine does not inflate it
+        for _ in range(2000):
+            k((4,), (256,), args)
+        best = min(best, (time.thread_time() - t0) / 2000)
+    assert best < 10e-6, best
+
+
+def test_repeated_reductions_reuse_their_plan(recorded_launches):
+    k = kiln.cuda.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a", "0", "red_plan")
+    x = kiln.ones(6, 5, dtype=kiln.float64)
+    first = k(x, 2.0, axis=1)
+    general_calls = []
+    original = k._general_call
+    k._general_call = lambda *a: general_calls.append(a) or original(*a)
+    second = k(x * 3, 0.5, axis=1)
+    assert general_calls == [] and len(k._plans) == 1
+    k(x, 2.0, axis=0)  # other axes: another plan
+    k(x, 2.0, axis=[1])  # an unhashable axis: never planned
+    assert len(general_calls) == 2 and len(k._plans) == 2
+    (code0, _, grid0, block0, args0), (code1, _, grid1, block1, args1) = recorded_launches[:2]
+    assert (code0, grid0, block0) == (code1, grid1, block1)
+    assert args1[0] is not args0[0]
+    assert [a for a in args1 if isinstance(a, np.generic)] == [np.float64(0.5)]
+    assert tuple(second.shape) == tuple(first.shape) == (6,) and second is not first
+    for launch in recorded_launches:
+        _check_launch(launch)

@@ -29,6 +29,8 @@ C_TYPES = {
     "float32": "float",
     "float64": "double",
 }
+ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2,
+            "bfloat16": 2, "float32": 4, "float64": 8}
 _ALIASES = {"float": "float64", "double": "float64", "single": "float32", "half": "float16",
             "int": "int64", "long": "int64", "short": "int16", "byte": "int8", "ubyte": "uint8",
             "bool_": "bool"}
@@ -173,6 +175,10 @@ def scalar_arg(value, dtype, what, name):
     import numpy as np
     if dtype in ("float16", "bfloat16"):
         dtype = "float32"
+    # The common exact cases, without the overflow checks below (a repeated call's cost).
+    kind = type(value)
+    if (kind is float and dtype == "float64") or (kind is np.dtype(dtype).type):
+        return np.dtype(dtype).type(value)
     try:
         with np.errstate(over="raise", invalid="raise"):
             if isinstance(value, int) and not isinstance(value, bool) and dtype != "bool":

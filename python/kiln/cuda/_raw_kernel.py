@@ -70,7 +70,7 @@ class _Program:
         return loaded
 
 
-class RawKernel:
+class RawKernel(_C._KernelLauncher):
     """A kernel from CUDA C++ source, compiled with NVRTC at its first launch.
 
     Args:
@@ -86,6 +86,9 @@ class RawKernel:
     bytes; the launch goes to ``stream`` or else kiln's current stream on the device of the
     first tensor argument. The compiled image is cached in memory and on disk (Note [Kernel
     cache]); a compile error raises ``kiln.cuda.CompileException`` carrying NVRTC's log.
+
+    A launch runs in C++ from the call on (``__call__`` is ``_C._KernelLauncher``'s: Note [Fast
+    kernel launch] in python/kernel_args.cpp); the first one calls ``_load``.
     """
 
     def __init__(self, code, name, options=(), backend="nvrtc", translate_cucomplex=False, *,
@@ -97,6 +100,7 @@ class RawKernel:
         if translate_cucomplex or enable_cooperative_groups or jitify:
             raise NotImplementedError(f"[{what}] translate_cucomplex, enable_cooperative_groups "
                                       "and jitify are not supported")
+        super().__init__(name)
         self.name, self.backend = name, backend
         self.options = _check_options(options, what)
         self._program = _Program(code, self.options, (), f"{name}.cu", what)
@@ -104,10 +108,17 @@ class RawKernel:
         self._function = None
 
     @classmethod
-    def _from_program(cls, program, symbol, name):
+    def _from_program(cls, program, symbol, name, function=None):
+        """A kernel of a RawModule: ``program`` is None for a module loaded from a file, whose
+        ``function`` is given."""
         k = cls.__new__(cls)
-        k.name, k.backend, k.options = name, "nvrtc", program.options
+        _C._KernelLauncher.__init__(k, name)
+        k.name, k.backend = name, "nvrtc"
+        k.options = program.options if program is not None else ()
         k._program, k._symbol, k._function = program, symbol, None
+        if function is not None:
+            k._function = function
+            k._set_function(function)
         return k
 
     @property
@@ -118,6 +129,7 @@ class RawKernel:
         module, lowered = self._program.load()
         self._function = _C._NvrtcFunction(module, lowered.get(self._symbol, self._symbol),
                                            self.name)
+        self._set_function(self._function)
         return self._function
 
     def compile(self, log_stream=None):
@@ -125,10 +137,6 @@ class RawKernel:
         launch. ``log_stream`` is accepted for CuPy's signature; NVRTC's log of a failed
         compile is in the exception."""
         self._load()
-
-    def __call__(self, grid, block, args, shared_mem=0, stream=None):
-        f = self._function or self._load()
-        f._launch(grid, block, args, shared_mem, stream)
 
     @property
     def attributes(self):
@@ -225,12 +233,9 @@ class RawModule:
         if self.name_expressions and "<" in name and name not in lowered:
             raise ValueError(f"[RawModule] {name!r} is not one of name_expressions "
                              f"{list(self.name_expressions)}")
-        k = RawKernel._from_program(self._program, name, name) if self._program else None
-        if k is None:
-            k = RawKernel.__new__(RawKernel)
-            k.name, k.backend, k.options, k._program, k._symbol = name, "nvrtc", (), None, name
-        k._function = _C._NvrtcFunction(module, lowered.get(name, name), name)
-        return k
+        return RawKernel._from_program(
+            self._program, name, name,
+            _C._NvrtcFunction(module, lowered.get(name, name), name))
 
     def __repr__(self):
         return "<kiln.cuda.RawModule>"

@@ -168,6 +168,7 @@ class ReductionKernel:
         self.nin = len(self.in_params)
         self._what = what
         self._kernels = {}
+        self._plans = {}
 
     def _reduce_ctype(self, dtypes, placeholders):
         t = self.reduce_type
@@ -192,7 +193,18 @@ class ReductionKernel:
         return k
 
     def __call__(self, *args, out=None, axis=None, keepdims=False, stream=None):
+        key = _call_key(args, out, axis, keepdims)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is not None:
+            try:
+                return plan.call(args, out, stream)
+            except (TypeError, ValueError):
+                pass  # the general path raises with the parameter's name
+        return self._general_call(args, out, axis, keepdims, stream, key)
+
+    def _general_call(self, args, out, axis, keepdims, stream, key):
         what = self._what
+        out_given = out is not None or len(args) == self.nin + 1
         if len(args) not in (self.nin, self.nin + 1):
             raise TypeError(f"[{what}] takes {self.nin} inputs (and optionally the output), got "
                             f"{len(args)} arguments")
@@ -212,9 +224,11 @@ class ReductionKernel:
         placeholders = kp.resolve_types(self.in_params, self.out_params, in_args, [out], what)
         dtypes = {p.name: kp.param_dtype(p, placeholders)
                   for p in self.in_params + self.out_params}
+        casts = False
         for j, (p, x) in enumerate(zip(self.in_params, in_args)):
             if kp.is_tensor(x) and kp.dtype_name(x.dtype) != dtypes[p.name]:
                 in_args[j] = x.to(kp.kiln_dtype(dtypes[p.name]))
+                casts = True
         if out is not None and kp.dtype_name(out.dtype) != dtypes[out_p.name]:
             raise TypeError(f"[{what}] out is {kp.dtype_name(out.dtype)} but the parameter "
                             f"{out_p.name!r} is {dtypes[out_p.name]}")
@@ -261,17 +275,76 @@ class ReductionKernel:
         kernel = self._kernel(dtypes, kinds, nd_keep, nd_red, placeholders)
         if n_out == 0:
             return out
-        launch = []
+        launch, tensor_slots, scalar_slots = [], [], []
         a = 0
-        for p, x in zip(self.in_params, in_args):
+        for j, (p, x) in enumerate(zip(self.in_params, in_args)):
             if kinds[p.name] == "scalar":
+                scalar_slots.append((len(launch), j, dtypes[p.name], p.name))
                 launch.append(kp.scalar_arg(x, dtypes[p.name], what, p.name))
             else:
+                tensor_slots.append((len(launch), j))
                 launch += [x] + kstrides[a] + rstrides[a]
                 a += 1
+        out_slot = len(launch)
         launch += [out] + kstrides[-1] + ksizes + rsizes + [n_out, n_red]
-        kernel(min(n_out, 2 ** 31 - 1), _block_threads(n_red), tuple(launch), stream=stream)
+        grid, block = min(n_out, 2 ** 31 - 1), _block_threads(n_red)
+        if key is not None and not casts:
+            self._plans[key] = _Plan(self, launch, tensor_slots, scalar_slots, out_slot,
+                                     None if out_given else (out_shape, out.dtype), kernel,
+                                     grid, block)
+        kernel(grid, block, tuple(launch), stream=stream)
         return out
 
     def __repr__(self):
         return f"<kiln.cuda.ReductionKernel {self.name}>"
+
+
+def _call_key(args, out, axis, keepdims):
+    """What decides a call's plan: each argument's dtype, shape and strides (tensors) or type
+    (numbers), the output's, the axes and keepdims; None when unhashable (an axis list)."""
+    def layout(a):
+        if isinstance(a, kiln.Tensor):
+            return a.dtype, tuple(a.shape), tuple(a.stride())
+        return type(a)
+
+    key = (tuple([layout(a) for a in args]), None if out is None else layout(out), axis,
+           keepdims)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+class _Plan:
+    """A planned reduction (as Note [Elementwise call plans]): the launch arguments with the
+    call's tensors and scalars left to fill in, the kernel, the grid and the output to make.
+    Calls with the same key differ only in data pointers and scalar values."""
+
+    __slots__ = ("what", "nin", "launch", "tensor_slots", "scalar_slots", "out_slot", "alloc",
+                 "kernel", "grid", "block")
+
+    def __init__(self, rk, launch, tensor_slots, scalar_slots, out_slot, alloc, kernel, grid,
+                 block):
+        self.what, self.nin = rk._what, rk.nin
+        self.launch, self.tensor_slots, self.scalar_slots = launch, tensor_slots, scalar_slots
+        self.out_slot, self.alloc, self.kernel = out_slot, alloc, kernel
+        self.grid, self.block = grid, block
+
+    def call(self, args, out, stream):
+        if out is None and len(args) > self.nin:
+            out = args[self.nin]
+        if out is None:
+            first = args[self.tensor_slots[0][1]]
+            out = kiln.empty(self.alloc[0], dtype=self.alloc[1], device=first.device)
+        if self.grid == 0:
+            return out
+        launch = list(self.launch)
+        for slot, j in self.tensor_slots:
+            launch[slot] = args[j]
+        for slot, j, dtype, name in self.scalar_slots:
+            launch[slot] = kp.scalar_arg(args[j], dtype, self.what, name)
+        launch[self.out_slot] = out
+        self.kernel(self.grid, self.block, tuple(launch), stream=stream)
+        return out
+

@@ -30,15 +30,19 @@ class Interval:
 class FunctionEvent:
     """One range (op, autograd node, user range) or one device activity (kernel, copy)."""
 
-    def __init__(self, raw):
+    def __init__(self, raw, stacks=()):
         (name, kind, id_, _parent, start_ns, end_ns, thread, device, stream, correlation,
-         nbytes, shapes) = raw
+         nbytes, shapes, output_shape, stack) = raw
         self.id = id_
         self.name = name
         self.kind = kind
         self.thread = thread
         self.time_range = Interval(start_ns / 1000.0, end_ns / 1000.0)
         self.input_shapes = [list(s) for s in shapes]
+        self.output_shape = list(output_shape)
+        # with_stack: "file(line): function" per frame, innermost first (PyTorch's order).
+        self.stack = list(stacks[stack]) if 0 <= stack < len(stacks) else []
+        self.flops = 0  # with_flops: set by build_events
         self.device_type = DeviceType.CUDA if kind in _DEVICE_KINDS else DeviceType.CPU
         self.device_index = max(device, 0)
         self.device_index_raw = device  # memory events: -1 for the CPU
@@ -134,9 +138,14 @@ class FunctionEventAvg:
         self.self_cpu_memory_usage = 0
         self.device_memory_usage = 0
         self.self_device_memory_usage = 0
+        self.flops = 0
+        self.stack = []
 
     def add(self, e):
+        if self.count == 0:
+            self.stack = list(e.stack)
         self.count += e.count
+        self.flops += e.flops
         for field in ("cpu_time_total", "self_cpu_time_total", "device_time_total",
                       "self_device_time_total", "cpu_memory_usage", "self_cpu_memory_usage",
                       "device_memory_usage", "self_device_memory_usage"):
@@ -172,21 +181,29 @@ class FunctionEventAvg:
 class EventList(list):
     """A list of events with PyTorch's EventList methods."""
 
-    def __init__(self, *args, has_device=False, **kwargs):
+    def __init__(self, *args, has_device=False, with_flops=False, **kwargs):
         super().__init__(*args, **kwargs)
         self._has_device = has_device
+        self._with_flops = with_flops
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
+        """Events grouped by name, and by input shapes and the innermost ``group_by_stack_n``
+        frames of their stack when asked; each group's stack is cut to those frames."""
         groups = {}
         for e in self:
             if e.kind == _MEMORY:
                 continue
             key = (e.key, str(e.input_shapes) if group_by_input_shape else None)
+            if group_by_stack_n > 0:
+                key += tuple(e.stack[:group_by_stack_n])
             if key not in groups:
                 shapes = e.input_shapes if group_by_input_shape else []
                 groups[key] = FunctionEventAvg(e.key, shapes, e.device_type)
             groups[key].add(e)
-        return EventList(groups.values(), has_device=self._has_device)
+        for g in groups.values():
+            g.stack = g.stack[:group_by_stack_n]
+        return EventList(groups.values(), has_device=self._has_device,
+                         with_flops=self._with_flops)
 
     def table(self, sort_by=None, row_limit=100, max_src_column_width=75,
               max_name_column_width=55, max_shapes_column_width=80, header=None,
@@ -197,12 +214,28 @@ class EventList(list):
                            max_name_column_width=max_name_column_width,
                            max_shapes_column_width=max_shapes_column_width, header=header,
                            top_level_events_only=top_level_events_only,
-                           with_device=self._has_device)
+                           with_device=self._has_device, with_flops=self._with_flops,
+                           max_src_column_width=max_src_column_width)
 
     def export_chrome_trace(self, path):
         from ._trace import write_chrome_trace
 
         write_chrome_trace(self, path)
+
+    def export_stacks(self, path, metric="self_cpu_time_total"):
+        """Writes one line per event with a stack, ``outer;...;inner <metric>``: the input
+        of flamegraph.pl and speedscope, as PyTorch's export_stacks."""
+        metrics = ("self_cpu_time_total", "self_cuda_time_total", "self_device_time_total")
+        if metric not in metrics:
+            raise ValueError(f"[profiler] export_stacks: metric should be one of {metrics}, "
+                             f"got {metric!r}")
+        with open(path, "w") as f:
+            for e in self:
+                value = getattr(e, metric, 0)
+                if e.stack and int(value) > 0:
+                    frames = ";".join(entry.replace(" ", "_").replace(";", "_")
+                                      for entry in reversed(e.stack))
+                    f.write(f"{frames} {int(value)}\n")
 
     def total_average(self):
         total = FunctionEventAvg("Total", [], DeviceType.CPU)
@@ -215,12 +248,13 @@ class EventList(list):
         return self.table()
 
 
-def build_events(raw, has_device):
-    """Links the recorder's tuples: parents, children, kernels, memory events."""
+def build_events(raw, has_device, stacks=(), with_flops=False):
+    """Links the recorder's tuples: parents, children, kernels, memory events; with_flops,
+    estimates each op's FLOPs (_flops.py)."""
     events = []
     by_id = {}
     for r in raw:
-        e = FunctionEvent(r)
+        e = FunctionEvent(r, stacks)
         by_id[e.id] = e
         events.append(e)
     for r, e in zip(raw, events):
@@ -238,4 +272,26 @@ def build_events(raw, has_device):
             e.launcher = launcher
             if launcher is not None:
                 launcher.kernels.append(e)
-    return EventList(events, has_device=has_device)
+    if with_flops:
+        _set_flops(events)
+    return EventList(events, has_device=has_device, with_flops=with_flops)
+
+
+def _set_flops(events):
+    """Each op's estimate, kept on the outermost op that has one: a composite (linear over
+    matmul over mm, a CPU convolution over its GEMMs) counts its work once, with the formula
+    of the op the caller asked for (as PyTorch's aten::conv2d row carries a convolution's)."""
+    from ._flops import estimate
+
+    covered = set()  # ops inside an op that carries an estimate
+    # Host events come sorted by start time, so a parent comes before its children.
+    for e in events:
+        if e.kind != _OP:
+            continue
+        p = e.cpu_parent
+        while p is not None and p.kind != _OP:  # through user ranges and autograd nodes
+            p = p.cpu_parent
+        if p is not None and (p.flops or p.id in covered):
+            covered.add(e.id)
+        else:
+            e.flops = estimate(e.name, e.input_shapes, e.output_shape)

@@ -144,7 +144,8 @@ class profile:
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError("[profiler] on_trace_ready must be callable")
         self.activities = activities
-        self.record_shapes = bool(record_shapes)
+        # A FLOP estimate needs the input shapes (PyTorch turns them on the same way).
+        self.record_shapes = bool(record_shapes) or bool(with_flops)
         self.profile_memory = bool(profile_memory)
         self.with_stack = bool(with_stack)
         self.with_flops = bool(with_flops)
@@ -193,6 +194,10 @@ class profile:
             flags |= _P.FLAG_CUDA
         if self.profile_memory:
             flags |= _P.FLAG_MEMORY
+        if self.with_stack:
+            flags |= _P.FLAG_STACK
+        if self.with_flops:
+            flags |= _P.FLAG_FLOPS
         return flags
 
     def _start_trace(self):
@@ -210,8 +215,9 @@ class profile:
             return
         self._recording = False
         raw = _P._stop()
+        stacks = _P._stacks() if self.with_stack else ()
         has_device = ProfilerActivity.CUDA in self.activities
-        self.profiler = _Trace(build_events(raw, has_device))
+        self.profiler = _Trace(build_events(raw, has_device, stacks, self.with_flops))
 
     def _trace_ready(self):
         if self.on_trace_ready is not None:
@@ -274,8 +280,12 @@ class profile:
         return path
 
     def export_stacks(self, path, metric="self_cpu_time_total"):
-        raise NotImplementedError("[profiler] export_stacks: kiln records no stacks "
-                                  "(with_stack is accepted but not recorded yet)")
+        """Writes the recorded stacks (with_stack=True) with ``metric`` per line, the
+        flamegraph format (EventList.export_stacks)."""
+        if not self.with_stack:
+            raise AssertionError("[profiler] export_stacks needs profile(with_stack=True)")
+        self.events().export_stacks(path, metric)
+        return path
 
 
 class _Trace:

@@ -1,5 +1,7 @@
 """The text table of EventList.table(), laid out as PyTorch's profiler prints it."""
 
+import math
+
 _SORT_KEYS = ("cpu_time", "cuda_time", "device_time", "cpu_time_total", "cuda_time_total",
               "device_time_total", "self_cpu_time_total", "self_cuda_time_total",
               "self_device_time_total", "cpu_memory_usage", "cuda_memory_usage",
@@ -30,8 +32,22 @@ def _shorten(text, width):
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _flops_unit(flops):
+    """(scale, header) for a column whose smallest value is ``flops``, as PyTorch scales it."""
+    units = ["FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"]
+    log = max(0, min(int(math.log10(flops) // 3), len(units) - 1))
+    return 10.0 ** (-3 * log), units[log]
+
+
+def _trim_path(path, width):
+    if len(path) > width:
+        path = "..." + path[len(path) - width + 3:]
+    return path
+
+
 def build_table(events, sort_by, row_limit, max_name_column_width, max_shapes_column_width,
-                header, top_level_events_only, with_device):
+                header, top_level_events_only, with_device, with_flops=False,
+                max_src_column_width=75):
     if sort_by is not None:
         if sort_by not in _SORT_KEYS:
             raise AttributeError(
@@ -84,22 +100,43 @@ def build_table(events, sort_by, row_limit, max_name_column_width, max_shapes_co
                            max(len(str(e.input_shapes)) for e in events) + 4)
         columns.append(("Input Shapes", shapes_width,
                         lambda e: _shorten(str(e.input_shapes), shapes_width - 2)))
+    raw_flops = [e.flops for e in events if getattr(e, "flops", 0) > 0] if with_flops else []
+    if raw_flops:
+        scale, unit = _flops_unit(min(raw_flops))
+        columns.append((f"Total {unit}", 12,
+                        lambda e: f"{e.flops * scale:8.3f}" if e.flops > 0 else "--"))
+    stacks = [e.stack for e in events if getattr(e, "stack", None)]
+    src_width = 0
+    if stacks:
+        src_width = min(max_src_column_width or 10 ** 9,
+                        max(len(entry) for stack in stacks for entry in stack) + 4)
+        src_width = max(src_width, len("Source Location"))
 
     # Two spaces at least between columns, as PyTorch's table has.
     columns = [(name, max(width, len(name) + 2), f) for name, width, f in columns]
 
-    def line(cells):
+    def line(cells, source=None):
         first = cells[0].ljust(columns[0][1])
         rest = "".join(c.rjust(w) for c, (_, w, _f) in zip(cells[1:], columns[1:]))
-        return first + rest
+        if source is None:
+            return first + rest
+        # The stack's column reads left to right, one frame per line (PyTorch's layout).
+        return first + rest + "  " + _trim_path(source, src_width).ljust(src_width)
 
-    rule = "-" * sum(w for _, w, _f in columns)
+    rule = "-" * (sum(w for _, w, _f in columns) + (src_width + 2 if stacks else 0))
     out = []
     if header is not None:
         out += ["=" * len(rule), header]
-    out += [rule, line([name for name, _, _f in columns]), rule]
+    source_header = "Source Location" if stacks else None
+    out += [rule, line([name for name, _, _f in columns], source_header), rule]
+    blank = [""] * len(columns)
     for e in events:
-        out.append(line([f(e) for _, _, f in columns]))
+        frames = list(getattr(e, "stack", None) or [])
+        out.append(line([f(e) for _, _, f in columns], frames[0] if frames else
+                        ("" if stacks else None)))
+        if stacks:
+            out += [line(blank, entry) for entry in frames[1:]]
+            out.append(line(blank, ""))
     out.append(rule)
     out.append(f"Self CPU time total: {format_time(sum_self_cpu)}")
     if with_device:

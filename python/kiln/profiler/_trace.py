@@ -38,6 +38,11 @@ def trace_events(events):
             args = {"External id": e.id}
             if e.input_shapes:
                 args["Input Dims"] = e.input_shapes
+            if e.stack:
+                # with_stack: the Python frames, innermost last, as Kineto writes "Call stack".
+                args["Call stack"] = ";".join(reversed(e.stack))
+            if e.flops:
+                args["flops"] = e.flops
             out.append({"ph": "X", "cat": _CATEGORY[e.kind], "name": e.name, "pid": pid,
                         "tid": e.thread, "ts": _us(start), "dur": _us(end - start),
                         "args": args})
