@@ -3,6 +3,7 @@ the issue's table, kiln's and PyTorch's numbers, their ratio and the issue's tar
 markdown table.
 
     PYTHONPATH=python:/work/torch-site python3 benchmarks/cpu.py [--quick] [--threads N]
+        [--only GEMM,linear]
 
 Both frameworks run the same programs on the same data with the same thread count, and are
 interleaved (kiln, torch, kiln, torch, ...) so that load from other processes on a shared
@@ -304,7 +305,10 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer rows and repeats (smoke test)")
     parser.add_argument("--threads", type=int, default=kiln.get_num_threads(),
                         help="threads for both frameworks (default: kiln's)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated words: run only the rows whose name has one")
     args = parser.parse_args()
+    only = [w for w in args.only.split(",") if w]
     for mod in FRAMEWORKS:
         mod.set_num_threads(args.threads)
 
@@ -317,6 +321,8 @@ def main():
     print("|---|---:|---:|---|---:|---|---|")
     linear_ms = {}
     for name, program, unit, work, target in rows(args.quick):
+        if only and not any(w in name for w in only):
+            continue
         secs = measure(program, args.quick)
         if unit == "ms":
             vals = {mod: s * 1e3 for mod, s in secs.items()}
@@ -328,6 +334,8 @@ def main():
             linear_ms[name.split()[2]] = k
         print(f"| {name} | {fmt(k)} | {fmt(t)} | {unit} | {fmt(ratio)} | {target or ''} | "
               f"{met(ratio, target)} |", flush=True)
+    if len(linear_ms) < 2:
+        return
     three_two = linear_ms["3-D"] / linear_ms["2-D"]
     print(f"| F.linear 3-D / 2-D time (kiln) | {three_two:.2f} | | ratio | | <= 1.1 | "
           f"{met(three_two, '<= 1.1')} |")

@@ -92,6 +92,18 @@ def test_matmul_folds_leading_dims_and_broadcasts():
     v = data(6)
     assert_close(kiln.matmul(f32(a), f32(v)), a @ v, **F32)
     assert_close(kiln.matmul(f32(v), f32(v)), v @ v, **F32)
+    # A right operand with size-1 batch dims folds like a matrix; the shapes still broadcast.
+    w1 = data(1, 1, 1, 6, 7)
+    for left in (a, a[0, 0], v, np.zeros((0, 5, 6))):
+        assert_close(kiln.matmul(f32(left), f32(w1)), np.matmul(left, w1), **F32)
+
+
+def test_matmul_against_a_size_one_batch_gets_gradients():
+    a, w, g = data(2, 3, 4), data(1, 4, 5), data(2, 3, 5)
+    ka, kw = f32(a).requires_grad_(True), f32(w).requires_grad_(True)
+    kiln.matmul(ka, kw).backward(f32(g))
+    assert_close(ka.grad, g @ w[0].T, **F32)
+    assert_close(kw.grad, (a.reshape(-1, 4).T @ g.reshape(-1, 5))[None], **F32)
 
 
 def test_add_product_family():
