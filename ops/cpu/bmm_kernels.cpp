@@ -92,7 +92,8 @@ bool bmm_library(const Tensor& out, const Tensor& a, const Tensor& b) {
   const bool small = 2 * m * n * al.cols <= kSmallGemmFlops;
 #pragma omp parallel for if (small && B > 1) schedule(static)
   for (int64_t i = 1; i < B; ++i)
-    gemm_on_library<T>(pa + i * a.stride(0), al, pb + i * b.stride(0), bl, nullptr, po + i * out.stride(0));
+    gemm_on_library<T>(pa + i * a.stride(0), al, pb + i * b.stride(0), bl, nullptr,
+                       po + i * out.stride(0));
   return true;
 }
 
@@ -137,7 +138,7 @@ using Accum = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <typename T>
 void linear_typed(const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& bias) {
   if (gemm_on_library<T>(a.data<T>(), layout(a), w.data<T>(), layout(w).transposed(),
-                      bias.defined() ? bias.data<T>() : nullptr, out.data<T>()))
+                         bias.defined() ? bias.data<T>() : nullptr, out.data<T>()))
     return;
   using A = Accum<T>;
   auto o = dense_matrix<T>(out);
@@ -156,7 +157,7 @@ void linear_weight_grad_typed(const Tensor& gw, const Tensor& gb, const Tensor& 
                               const Tensor& x) {
   using A = Accum<T>;
   if (!gemm_on_library<T>(g.data<T>(), layout(g).transposed(), x.data<T>(), layout(x), nullptr,
-                       gw.data<T>())) {
+                          gw.data<T>())) {
     auto w = dense_matrix<T>(gw);
     if constexpr (std::is_same_v<T, A>) {
       w.noalias() = matrix<T>(g).transpose() * matrix<T>(x);
@@ -170,9 +171,8 @@ void linear_weight_grad_typed(const Tensor& gw, const Tensor& gb, const Tensor& 
 }
 
 bool linear_kernel(const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& bias) {
-  dispatch_floating(out.dtype(), "linear", [&](auto tag) {
-    linear_typed<typename decltype(tag)::type>(out, a, w, bias);
-  });
+  dispatch_floating(out.dtype(), "linear",
+                    [&](auto tag) { linear_typed<typename decltype(tag)::type>(out, a, w, bias); });
   return true;
 }
 
@@ -192,9 +192,8 @@ const LinearBackend& linear_backend() {
 }
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
-  dispatch_floating(out.dtype(), "bmm", [&](auto tag) {
-    bmm_typed<typename decltype(tag)::type>(out, a, b);
-  });
+  dispatch_floating(out.dtype(), "bmm",
+                    [&](auto tag) { bmm_typed<typename decltype(tag)::type>(out, a, b); });
 }
 
 }  // namespace kiln::cpu
