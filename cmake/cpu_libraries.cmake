@@ -37,7 +37,7 @@ endif()
 if(KILN_WITH_OPENBLAS)
   message(STATUS "kiln: OpenBLAS ON (${KILN_OPENBLAS_LIBRARY})")
 else()
-  message(STATUS "kiln: OpenBLAS OFF (CPU GEMMs on Eigen; install libopenblas-openmp-dev)")
+  message(STATUS "kiln: OpenBLAS OFF (float64 CPU GEMMs on Eigen; install libopenblas-openmp-dev)")
   list(FILTER KILN_SOURCES EXCLUDE REGEX ".*/ops/cpu/[^/]*_openblas\\.cpp$")
 endif()
 
@@ -45,12 +45,23 @@ if(KILN_DNNL)
   find_path(KILN_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp
     PATHS ${PROJECT_SOURCE_DIR}/third_party/dnnl/include NO_CMAKE_SYSTEM_PATH)
   find_path(KILN_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
-  find_library(KILN_DNNL_LIBRARY NAMES dnnl
+  # scripts/stage_cpu_libs.sh copies the library under its SONAME, with no libdnnl.so link.
+  find_library(KILN_DNNL_LIBRARY NAMES dnnl libdnnl.so.2
     PATHS ${PROJECT_SOURCE_DIR}/third_party/dnnl/lib NO_CMAKE_SYSTEM_PATH)
   find_library(KILN_DNNL_LIBRARY NAMES dnnl)
   if(KILN_DNNL_INCLUDE_DIR AND KILN_DNNL_LIBRARY)
     set(KILN_WITH_DNNL ON)
     list(APPEND KILN_CPU_LIBRARIES ${KILN_DNNL_LIBRARY})
+    # Debian's libdnnl.so.2 needs the OpenCL loader, which a staged copy brings beside it. The
+    # copy has no RUNPATH of its own, so libkiln links the loader too (kept by --no-as-needed,
+    # though libkiln calls nothing in it): loaded through libkiln's RPATH, it is there when
+    # libdnnl.so.2 asks for it.
+    get_filename_component(_kiln_dnnl_dir ${KILN_DNNL_LIBRARY} DIRECTORY)
+    if(_kiln_dnnl_dir STREQUAL "${PROJECT_SOURCE_DIR}/third_party/dnnl/lib" AND
+       EXISTS ${_kiln_dnnl_dir}/libOpenCL.so.1)
+      list(APPEND KILN_CPU_LIBRARIES "-Wl,--push-state,--no-as-needed"
+        ${_kiln_dnnl_dir}/libOpenCL.so.1 "-Wl,--pop-state")
+    endif()
     list(APPEND KILN_CPU_LIBRARY_INCLUDE_DIRS ${KILN_DNNL_INCLUDE_DIR})
   endif()
 endif()

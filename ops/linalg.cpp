@@ -125,13 +125,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape xb(x.sizes().begin(), x.sizes().end() - 2), yb(y.sizes().begin(), y.sizes().end() - 2);
   Shape batch = broadcast_shapes(xb, yb, "matmul");
   int64_t nb = checked_numel(batch, "matmul");
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(m);
+  if (b.dim() > 1) out_shape.push_back(n);
+  if (checked_numel(yb, "matmul") == 1) {
+    // b is one matrix with size-1 batch dims ([1, k, n]): x's rows fold into one GEMM as above,
+    // instead of a batched GEMM against b broadcast over x's batch.
+    Tensor rows = reshape(x, {checked_numel(xb, "matmul") * m, k});
+    return scope.out(reshape(mm(rows, reshape(y, {k, n})), out_shape), a, b);
+  }
   Shape xs = batch, ys = batch;
   xs.insert(xs.end(), {m, k});
   ys.insert(ys.end(), {k, n});
   Tensor out = bmm(reshape(expand(x, xs), {nb, m, k}), reshape(expand(y, ys), {nb, k, n}));
-  Shape out_shape = batch;
-  if (a.dim() > 1) out_shape.push_back(m);
-  if (b.dim() > 1) out_shape.push_back(n);
   return scope.out(reshape(out, out_shape), a, b);
 }
 

@@ -44,8 +44,12 @@ def show():
     else:
         lines.append("  - CUDA: OFF")
     lines.append("  - Gloo: " + (f"ON ({b['gloo_version']})" if b["gloo"] == "ON" else "OFF"))
-    lines.append("  - CPU GEMM: " + (f"OpenBLAS ({b['openblas_config'].strip()})"
-                                     if b["openblas"] == "ON" else "Eigen (no OpenBLAS)"))
+    # Note [CPU math libraries]: float32 on oneDNN, else OpenBLAS; float64 on OpenBLAS.
+    dnnl, openblas = b["dnnl"] == "ON", b["openblas"] == "ON"
+    blas = f"OpenBLAS ({b['openblas_config'].strip()})"
+    sgemm = f"oneDNN {b['dnnl_version']}" if dnnl else (blas if openblas else "Eigen")
+    lines.append(f"  - CPU GEMM: float32 and half types on {sgemm}, float64 on "
+                 f"{blas if openblas else 'Eigen'}")
     lines.append("  - CPU convolution: " + (f"oneDNN {b['dnnl_version']}" if b["dnnl"] == "ON"
                                             else "im2col + GEMM (no oneDNN)"))
     lines.append(f"  - Library: {b['library_path']}")

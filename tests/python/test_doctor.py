@@ -236,6 +236,8 @@ def test_library_checks():
     c = doctor.check_cpu_math(False, True)
     assert c.status == "WARN" and "without OpenBLAS:" in c.detail and "GEMM on Eigen" in c.detail
     assert "convolution on oneDNN" in c.detail and "libopenblas-openmp-dev" in c.hint
+    assert "float32 GEMM on oneDNN" in c.detail
+    assert "float32 GEMM on OpenBLAS" in doctor.check_cpu_math(True, False).detail
     c = doctor.check_cpu_math(False, False)
     assert "OpenBLAS and oneDNN" in c.detail and "im2col" in c.detail
     assert doctor.check_nccl(True, (2, 28, 9), 2).detail == "NCCL 2.28.9"

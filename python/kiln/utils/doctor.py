@@ -216,8 +216,11 @@ def check_cpu_math(openblas, dnnl):
     """Which libraries the CPU kernels use (Note [CPU math libraries]); both are optional."""
     missing = [name for name, on in (("OpenBLAS", openblas), ("oneDNN", dnnl)) if not on]
     if not missing:
-        return Check("cpu math", OK, "CPU GEMM on OpenBLAS, CPU convolution on oneDNN")
-    used = "GEMM on " + ("OpenBLAS" if openblas else "Eigen") + ", convolution on " + (
+        return Check("cpu math", OK, "CPU GEMM on oneDNN (float32) and OpenBLAS (float64), CPU "
+                     "convolution on oneDNN")
+    sgemm = "oneDNN" if dnnl else ("OpenBLAS" if openblas else "Eigen")
+    used = f"float32 GEMM on {sgemm}, float64 GEMM on " + (
+        "OpenBLAS" if openblas else "Eigen") + ", convolution on " + (
         "oneDNN" if dnnl else "im2col + GEMM")
     return Check("cpu math", WARN, f"kiln was built without {' and '.join(missing)}: CPU {used} "
                  "(slower)", "install libopenblas-openmp-dev and libdnnl-dev (Debian), rebuild kiln")

@@ -56,6 +56,14 @@ def _gru_step(gi, state, w_hh, b_hh, w_hr=None):
     return h, h
 
 
+def _time_steps(gi, sizes):
+    """The input projection of all time steps (one GEMM) cut into the steps' rows. One split,
+    not an index per step: the backward of gi[t] writes a zero-filled gradient of the whole
+    projection for each step, for the engine to add up (quadratic in the sequence length);
+    split's concatenates the steps' gradients once."""
+    return gi.split(sizes, 0)
+
+
 _STEP = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "LSTM": _lstm_step,
          "GRU": _gru_step}
 
@@ -331,11 +339,11 @@ class RNNBase(Module):
     def _run_direction(self, step, x, state, weights, reverse):
         """One layer in one direction over x (L, N, F): the stacked outputs and the last state."""
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
-        gi = F.linear(x, w_ih, b_ih)
+        gi = _time_steps(F.linear(x, w_ih, b_ih), [1] * x.shape[0])
         outputs = [None] * x.shape[0]
         order = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
         for t in order:
-            outputs[t], state = step(gi[t], state, w_hh, b_hh, w_hr)
+            outputs[t], state = step(gi[t][0], state, w_hh, b_hh, w_hr)
         return kiln.stack(outputs, 0), state
 
     def _run_packed_direction(self, step, data, batch_sizes, state, weights, reverse):
@@ -343,10 +351,7 @@ class RNNBase(Module):
         batch_sizes[t] (longest) sequences advance, the others keep their state, so every
         sequence ends (forward) or starts (reverse) at its own length."""
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
-        gi = F.linear(data, w_ih, b_ih)
-        offsets = [0]
-        for size in batch_sizes:
-            offsets.append(offsets[-1] + size)
+        gi = _time_steps(F.linear(data, w_ih, b_ih), batch_sizes)
         outputs = [None] * len(batch_sizes)
         order = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
         lstm = isinstance(state, tuple)
@@ -354,7 +359,7 @@ class RNNBase(Module):
         for t in order:
             size = batch_sizes[t]
             active = [s[:size] for s in parts]
-            out, new = step(gi[offsets[t]:offsets[t + 1]], tuple(active) if lstm else active[0],
+            out, new = step(gi[t], tuple(active) if lstm else active[0],
                             w_hh, b_hh, w_hr)
             new = list(new) if lstm else [new]
             parts = [n if size == s.shape[0] else kiln.cat([n, s[size:]], 0)
