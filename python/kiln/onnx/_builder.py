@@ -118,22 +118,32 @@ class GraphBuilder:
     def add_dim_source(self, dim, input_name, axis):
         self._dim_sources.setdefault(dim, (input_name, axis))
 
-    def size(self, v):
-        """A 1-element int64 tensor holding the size `v` (an int or an expression)."""
+    @property
+    def dynamic(self):
+        """Whether the graph has dynamic dims: then a size the trace recorded as an int may
+        still depend on them (a product of three dims), and shapes are read at run time."""
+        return bool(self._dim_sources)
+
+    def size(self, v, local=None):
+        """A 1-element int64 tensor holding the size `v` (an int or an expression). `local`
+        binds more names in expressions to 1-element tensors (a Shape read)."""
         if isinstance(v, int):
             return self.const([v])
-        key = ("size", v)
+        local = local or {}
+        key = ("size", v, tuple(sorted(local.items())))
         if key not in self._cache:
             try:
                 tree = ast.parse(v, mode="eval").body
             except SyntaxError:
                 raise OnnxExporterError(f"[kiln.onnx.export] bad size expression '{v}'") from None
-            self._cache[key] = self._expr(tree, v)
+            self._cache[key] = self._expr(tree, v, local)
         return self._cache[key]
 
-    def _expr(self, e, text):
+    def _expr(self, e, text, local):
         if isinstance(e, ast.Constant) and isinstance(e.value, int):
             return self.const([e.value])
+        if isinstance(e, ast.Name) and e.id in local:
+            return local[e.id]
         if isinstance(e, ast.Name):
             if e.id not in self._dim_sources:
                 raise OnnxExporterError(f"[kiln.onnx.export] size expression '{text}' names "
@@ -145,17 +155,24 @@ class GraphBuilder:
                                              end=axis + 1)
             return self._cache[key]
         if isinstance(e, ast.BinOp) and type(e.op) in _BINOPS:
-            return self.node(_BINOPS[type(e.op)], [self._expr(e.left, text),
-                                                   self._expr(e.right, text)])
+            return self.node(_BINOPS[type(e.op)], [self._expr(e.left, text, local),
+                                                   self._expr(e.right, text, local)])
         raise OnnxExporterError(f"[kiln.onnx.export] unsupported size expression '{text}'")
 
-    def sizes(self, values):
+    def sizes(self, values, local=None):
         """A 1-D int64 tensor holding the sizes `values` (ints or expressions)."""
         if all(isinstance(v, int) for v in values):
             return self.const(list(values))
-        key = ("sizes", tuple(values))
+        key = ("sizes", tuple(values), tuple(sorted((local or {}).items())))
         if key not in self._cache:
-            self._cache[key] = self.node("Concat", [self.size(v) for v in values], axis=0)
+            self._cache[key] = self.node("Concat", [self.size(v, local) for v in values], axis=0)
+        return self._cache[key]
+
+    def shape_of(self, x, d):
+        """A 1-element int64 tensor holding dim d (>= 0) of tensor x at run time."""
+        key = ("shape_of", x, d)
+        if key not in self._cache:
+            self._cache[key] = self.node("Shape", [x], start=d, end=d + 1)
         return self._cache[key]
 
     def scalar_of(self, v, dtype):

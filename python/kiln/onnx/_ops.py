@@ -268,10 +268,35 @@ def view(b, n):
     _reshape(b, n.arg(0), n.arg(1), n.out())
 
 
-@op("flatten", "unflatten")
+def _reshape_around(b, n, lo, hi, middle):
+    """Reshapes argument 0 to its sizes before dim `lo`, then `middle`, then its sizes after dim
+    `hi`, the outer sizes read from the tensor: right at every size, where the recorded output
+    shape has a dynamic size as a plain int when no dim expression matched it."""
+    x, rank = n.arg(0), n.rank(0)
+    if not b.dynamic:
+        _reshape(b, x, n.out_metas[0]["shape"], n.out())
+        return
+    parts = [b.node("Shape", [x], end=lo)] if lo > 0 else []
+    parts.append(b.sizes(middle))
+    if hi < rank - 1:
+        parts.append(b.node("Shape", [x], start=hi + 1))
+    b.node("Reshape", [x, parts[0] if len(parts) == 1 else b.node("Concat", parts, axis=0)],
+           n.out())
+
+
+@op("flatten")
 def flatten(b, n):
-    # The output's recorded shape, with its dynamic sizes as expressions, is the target.
-    _reshape(b, n.arg(0), n.out_metas[0]["shape"], n.out())
+    rank = n.rank(0)
+    if rank == 0:
+        _reshape(b, n.arg(0), [1], n.out())
+    else:
+        _reshape_around(b, n, axis(n.arg(1), rank), axis(n.arg(2), rank), [-1])
+
+
+@op("unflatten")
+def unflatten(b, n):
+    d = axis(n.arg(1), n.rank(0))
+    _reshape_around(b, n, d, d, n.arg(2))
 
 
 @op("expand")
@@ -345,22 +370,26 @@ def narrow(b, n):
 @op("split", "chunk")
 def split(b, n):
     # The parts' sizes from the recorded arguments: all but the last have the split size (or
-    # chunk's ceil(size / chunks)), the last takes the rest, so a dynamic dim splits by
-    # expressions over it. The number of parts is the one traced.
+    # chunk's ceil(size / chunks)), the last takes the rest, so in a dynamic graph the sizes are
+    # expressions over the dim's size read at run time. The number of parts is the one traced.
     d = axis(n.arg(2), n.rank(0))
-    size = n.meta(0)[1][d]
     k = len(n.outputs)
     if k == 1:
         b.node("Identity", [n.arg(0)], n.out())
         return
-    if n.op == "split":
-        each = n.arg(1)
-    elif isinstance(size, int):
-        each = -(-size // n.arg(1))
+    x, c = n.arg(0), n.arg(1)
+    if b.dynamic:
+        size, local = "s", {"s": b.shape_of(x, d)}
     else:
-        each = f"(({size})+{n.arg(1) - 1})//{n.arg(1)}"
-    last = size - each * (k - 1) if isinstance(size, int) else f"({size})-({each})*{k - 1}"
-    b.node("Split", [n.arg(0), b.sizes([each] * (k - 1) + [last])], n.outputs, axis=d)
+        size, local = n.meta(0)[1][d], None
+    if n.op == "split":
+        each = c
+    elif isinstance(size, int):
+        each = -(-size // c)
+    else:
+        each = f"(s+{c - 1})//{c}"
+    last = size - each * (k - 1) if isinstance(size, int) else f"s-({each})*{k - 1}"
+    b.node("Split", [x, b.sizes([each] * (k - 1) + [last], local)], n.outputs, axis=d)
 
 
 @op("cat")
@@ -484,7 +513,8 @@ def sdpa(b, n):
                             b.const(scale, dt)])
     if is_causal:
         # PyTorch's causal mask: query i sees keys 0..i (tril of ones [L, S]).
-        ls = b.sizes([qshape[-2], kshape[-2]])
+        ls = b.node("Concat", [b.shape_of(q, len(qshape) - 2), b.shape_of(k, rank - 2)],
+                    axis=0)
         ones = b.node("ConstantOfShape", [ls], value=_one_tensor(dt))
         keep = b.node("Cast", [b.node("Trilu", [ones], upper=0)], to=elem_type("bool", "sdpa"))
         scores = b.node("Where", [keep, scores, b.const(-math.inf, dt)])
