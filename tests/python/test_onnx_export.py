@@ -149,7 +149,8 @@ class Lambda(nn.Module):
         self.fn = fn
         self.lin = nn.Linear(4, 4)
         self.conv = nn.Conv2d(2, 3, 3, padding="same", dilation=2)
-        self.register_buffer("mask", kiln.tensor([[True, False, True], [True, True, False], [False, False, True]]))
+        self.register_buffer("mask", kiln.tensor([[True, False, True], [True, True, False],
+                                                  [False, False, True]]))
 
     def forward(self, x):
         return self.fn(self, x)
@@ -204,14 +205,15 @@ def test_split_and_chunk_along_a_dynamic_and_a_static_dim():
         a, b = x.chunk(2, dim=0)
         c, d = x.split(3, dim=1)
         e, f = x.chunk(2, dim=1)
-        return a, b, c * 2, d, e + f
+        g = x.unflatten(1, (2, 2)).flatten(0, 1).unsqueeze(0).flatten(1)
+        return a, b, c * 2, d, e + f, g
 
     proto = check_fn(fn, kiln.randn(5, 4), dynamic_axes={"x": {0: "n"}})
     x = kiln.randn(9, 4)
     got = run_onnx(session(proto), (x,))
     want = eager(Lambda(fn), (x,))
     assert [g.shape for g in got] == [tuple(w.shape) for w in want]
-    assert got[0].shape == (5, 4) and got[1].shape == (4, 4)
+    assert got[0].shape == (5, 4) and got[1].shape == (4, 4) and got[5].shape == (1, 36)
 
 
 def test_an_op_without_a_translation_is_named():
@@ -231,6 +233,13 @@ def test_an_argument_without_a_translation_is_named():
         kiln.onnx.export(Lambda(fn).eval(), (kiln.randn(3, 4),))
     assert issubclass(kiln.onnx.UnsupportedOperatorError, kiln.onnx.OnnxExporterError)
     assert issubclass(kiln.onnx.OnnxExporterError, RuntimeError)
+
+
+def test_a_graph_recorded_under_autocast_is_refused():
+    model, args, _, _ = MODELS["mlp"](np.random.default_rng(0))
+    with kiln.autocast("cpu"), pytest.raises(kiln.onnx.UnsupportedOperatorError,
+                                             match=r"recorded under autocast \(ops \['linear'"):
+        kiln.onnx.export(model, args)
 
 
 def test_capture_errors_come_from_kiln_export():
