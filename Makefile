@@ -14,9 +14,11 @@ all: build
 deps:
 	@PYTHON=$(PYTHON) scripts/install_deps.sh
 
-# PyTorch for the comparison tests, out of the environment (KILN_TEST_TORCH=0 skips it).
+# PyTorch for the comparison tests, onnx + onnxruntime for kiln.onnx's, out of the environment
+# (KILN_TEST_TORCH=0 / KILN_TEST_ONNX=0 skip them).
 test-deps:
 	@PYTHON=$(PYTHON) scripts/install_test_torch.sh
+	@PYTHON=$(PYTHON) scripts/install_test_onnx.sh
 
 $(BUILD_DIR)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release \

@@ -33,6 +33,10 @@ namespace kiln::tracing {
 namespace {
 
 thread_local Recorder* t_recorder = nullptr;
+// Whether autocast was active when the outermost OpScope opened: the node's autocast state
+// (Note [Autocast export]). It is read there, not when the node is emitted, because the op's
+// own autocast step has suspended autocast by then.
+thread_local bool t_outer_autocast = false;
 
 std::string float_text(double v) {
   // %.17g round-trips every double; the graph's JSON has no floats (core/json.h), so floats
@@ -40,6 +44,30 @@ std::string float_text(double v) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
+}
+
+// Note [Autocast export]
+// An op that runs inside a kiln.autocast region is recorded with the region: the node gets
+// "autocast": [{"device_type": "cpu", "dtype": "bfloat16"}] (one entry per device type whose
+// autocast is on), and the runtime turns exactly that state on around the node's front-end
+// call (runtime/program.cpp). The casts themselves are not graph nodes: the recorded op is the
+// outermost front end, whose autocast step (Note [Autocast]) runs inside its OpScope, so
+// replaying the call under the same state makes the same casts, with the same autocast policy
+// table, as eager mode did. Nodes outside any region (or under autocast(enabled=False), or in
+// a suspended body) record nothing and run with autocast off, whatever the caller's state.
+void autocast_json(std::string& out) {
+  if (!t_outer_autocast) return;
+  out += ",\"autocast\":[";
+  bool first = true;
+  for (DeviceType type : {DeviceType::CPU, DeviceType::CUDA}) {
+    const AutocastState& s = autocast_state(type);
+    if (!s.enabled) continue;
+    if (!first) out += ',';
+    first = false;
+    out += std::string("{\"device_type\":\"") + (type == DeviceType::CUDA ? "cuda" : "cpu") +
+           "\",\"dtype\":\"" + dtype_name(s.dtype) + "\"}";
+  }
+  out += ']';
 }
 
 void meta_json(std::string& out, const Tensor& t) {
@@ -58,7 +86,9 @@ void meta_json(std::string& out, const Tensor& t) {
 bool active() { return t_recorder != nullptr; }
 
 OpScope::OpScope(const char* op) : op_(op), recorder_(t_recorder), profile_(op) {
-  if (recorder_) outer_ = recorder_->depth++ == 0;
+  if (!recorder_) return;
+  outer_ = recorder_->depth++ == 0;
+  if (outer_) t_outer_autocast = autocast_active();
 }
 
 OpScope::~OpScope() {
@@ -211,9 +241,6 @@ void Recorder::arg_json(std::string& out, const Arg& a, const char* op, size_t i
 
 void Recorder::emit(const char* op, const std::vector<Tensor>& outputs, std::vector<Arg> args) {
   KILN_CHECK(!finished_, Runtime, "[export] ", op, " recorded after the trace finished");
-  KILN_CHECK(!autocast_active(), NotImplemented, "[export] ", op,
-             " ran under autocast: exporting mixed-precision regions is not supported yet; "
-             "export without autocast (convert the model with .half()/.bfloat16() instead)");
   // An op that returns one of its inputs unchanged (contiguous() of a contiguous tensor,
   // dropout in eval mode) adds nothing to the graph.
   std::unordered_set<const TensorImpl*> in;
@@ -243,14 +270,17 @@ void Recorder::emit(const char* op, const std::vector<Tensor>& outputs, std::vec
     if (k) node += ',';
     meta_json(node, outputs[k]);
   }
-  node += "]}";
+  node += ']';
+  autocast_json(node);
+  node += '}';
   nodes_.push_back(std::move(node));
 }
 
 std::string Recorder::finish(const std::vector<Tensor>& outputs) {
   KILN_CHECK(!finished_, Runtime, "[export] the trace has already finished");
   close();
-  std::string out = "{\"format\":\"kiln.export\",\"version\":1,\"inputs\":[";
+  // The schema version is runtime/program.h's kExportVersion (version 2 added "autocast").
+  std::string out = "{\"format\":\"kiln.export\",\"version\":2,\"inputs\":[";
   auto declare = [&](int64_t id, bool first) {
     if (!first) out += ',';
     out += "{\"name\":";

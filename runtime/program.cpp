@@ -19,12 +19,13 @@
 #include <limits>
 #include <utility>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "runtime/safetensors.h"
 #include "ops/copy.h"
 #include "runtime/op_runners.h"
+#include "runtime/safetensors.h"
 
 namespace kiln::runtime {
 
@@ -63,11 +64,23 @@ struct ArgSpec {
   std::vector<int64_t> tensors;
 };
 
+// The autocast state a node was recorded under (Note [Autocast export] in
+// ops/export_trace.cpp), per device type.
+struct AutocastSpec {
+  bool enabled[2] = {false, false};  // indexed by DeviceType: CPU, CUDA
+  DType dtype[2] = {DType::BFloat16, DType::Float16};
+  bool operator==(const AutocastSpec& o) const {
+    return enabled[0] == o.enabled[0] && enabled[1] == o.enabled[1] &&
+           (!enabled[0] || dtype[0] == o.dtype[0]) && (!enabled[1] || dtype[1] == o.dtype[1]);
+  }
+};
+
 struct NodeSpec {
   std::string op;
   const Runner* runner = nullptr;
   std::vector<ArgSpec> args;
   std::vector<int64_t> outputs;
+  AutocastSpec autocast;
 };
 
 struct InputSpec {
@@ -191,7 +204,9 @@ int64_t evaluate(const SymInt& s, const std::vector<int64_t>& dims) {
         break;
       default:
         KILN_CHECK(b != 0, Value, "[Program.run] division by zero in a size expression");
-        r = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+        // INT64_MIN / -1 is the one quotient that overflows (a SIGFPE, not a wrapped value).
+        overflow = a == std::numeric_limits<int64_t>::min() && b == -1;
+        if (!overflow) r = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
     }
     KILN_CHECK(!overflow, Value, "[Program.run] a size expression overflows int64");
     stack[n - 1] = r;
@@ -213,6 +228,34 @@ class GraphReader {
         return v;
       }
     fail(ErrorKind::Value, where_, at, "missing '", key, "'");
+  }
+
+  // The member `key` of an object, or nullptr when it has none.
+  const Json* optional_member(const Json& obj, const char* key) {
+    for (const auto& [k, v] : obj.members)
+      if (k == key) return &v;
+    return nullptr;
+  }
+
+  AutocastSpec autocast(const Json& j, const std::string& at) {
+    KILN_CHECK(version >= 2, Value, where_, at, "'autocast' needs schema version 2, the file is ",
+               "version ", version);
+    KILN_CHECK(j.kind == Json::Kind::Array, Value, where_, at, "'autocast' must be ",
+               json_kind_name(Json::Kind::Array), ", got ", json_kind_name(j.kind));
+    AutocastSpec spec;
+    for (const Json& region : j.items) {
+      const std::string& type = member(region, "device_type", Json::Kind::String, at).str;
+      KILN_CHECK(type == "cpu" || type == "cuda", Value, where_, at,
+                 "autocast device_type must be 'cpu' or 'cuda', got '", type.substr(0, 40), "'");
+      const int d = type == "cuda" ? 1 : 0;
+      KILN_CHECK(!spec.enabled[d], Value, where_, at, "autocast names device_type '", type,
+                 "' twice");
+      spec.enabled[d] = true;
+      spec.dtype[d] = dtype(member(region, "dtype", Json::Kind::String, at), at);
+      KILN_CHECK(spec.dtype[d] == DType::Float16 || spec.dtype[d] == DType::BFloat16, Value, where_,
+                 at, "autocast dtype must be float16 or bfloat16, got ", spec.dtype[d]);
+    }
+    return spec;
   }
 
   int64_t value_id(const Json& j, const std::string& at) {
@@ -319,6 +362,7 @@ class GraphReader {
 
   const Json& root_;
   std::string where_;
+  int64_t version = 0;
   int64_t num_values = 0;
   std::vector<bool> defined;
   std::vector<DimSpec> dims;
@@ -409,7 +453,7 @@ void GraphReader::read_nodes(ProgramData& p) {
     n.op = member(arr.items[k], "op", Json::Kind::String, at).str;
     n.runner = find_runner(n.op);
     KILN_CHECK(n.runner, NotImplemented, where_, at, "unknown op '", n.op.substr(0, 60),
-               "' (schema version ", kExportVersion, "; this kiln runs ", runner_names().size(),
+               "' (schema version ", version, "; this kiln runs ", runner_names().size(),
                " ops, see docs/export_format.md)");
     at = str_cat("nodes[", k, "] (", n.op, "): ");
     const Json& args = member(arr.items[k], "args", Json::Kind::Array, at);
@@ -428,6 +472,7 @@ void GraphReader::read_nodes(ProgramData& p) {
       n.outputs.push_back(id);
     }
     KILN_CHECK(!n.outputs.empty(), Value, where_, at, "a node needs at least one output");
+    if (const Json* ac = optional_member(arr.items[k], "autocast")) n.autocast = autocast(*ac, at);
     p.nodes.push_back(std::move(n));
   }
   const Json& outs = member(root_, "outputs", Json::Kind::Array, "");
@@ -466,9 +511,10 @@ Program::Program(const std::string& graph_json, const std::map<std::string, Tens
   const std::string& format = r.member(root, "format", Json::Kind::String, "").str;
   KILN_CHECK(format == "kiln.export", Value, where, "not an exported program (format '",
              format.substr(0, 40), "')");
-  const int64_t version = r.member(root, "version", Json::Kind::Int, "").num;
-  KILN_CHECK(version == kExportVersion, Value, where, "schema version ", version,
-             " is not supported: this kiln reads version ", kExportVersion);
+  r.version = r.member(root, "version", Json::Kind::Int, "").num;
+  KILN_CHECK(r.version >= kOldestExportVersion && r.version <= kExportVersion, Value, where,
+             "schema version ", r.version, " is not supported: this kiln reads versions ",
+             kOldestExportVersion, " to ", kExportVersion);
   r.num_values = r.member(root, "num_values", Json::Kind::Int, "").num;
   KILN_CHECK(r.num_values >= 0 && r.num_values <= kMaxValues, Value, where, "num_values ",
              r.num_values, " is out of range [0, ", kMaxValues, "]");
@@ -492,6 +538,36 @@ namespace {
 bool same_device(Device a, Device b) {
   return a.type == b.type && (a.index == b.index || a.index < 0 || b.index < 0);
 }
+
+// Sets the calling thread's autocast state node by node (Note [Autocast export]) and gives the
+// caller's state back when the run ends, also when a node throws.
+class AutocastReplay {
+ public:
+  AutocastReplay() {
+    for (int d = 0; d < 2; ++d) {
+      const AutocastState& s = autocast_state(type(d));
+      saved_.enabled[d] = s.enabled;
+      saved_.dtype[d] = s.dtype;
+    }
+    current_ = saved_;
+  }
+  ~AutocastReplay() { set(saved_); }
+  AutocastReplay(const AutocastReplay&) = delete;
+  AutocastReplay& operator=(const AutocastReplay&) = delete;
+
+  void set(const AutocastSpec& spec) {
+    if (spec == current_) return;
+    for (int d = 0; d < 2; ++d) {
+      set_autocast_dtype(type(d), spec.enabled[d] ? spec.dtype[d] : saved_.dtype[d]);
+      set_autocast_enabled(type(d), spec.enabled[d]);
+    }
+    current_ = spec;
+  }
+
+ private:
+  static DeviceType type(int d) { return d == 1 ? DeviceType::CUDA : DeviceType::CPU; }
+  AutocastSpec saved_, current_;
+};
 
 }  // namespace
 
@@ -534,6 +610,7 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
   for (const auto& [id, t] : p.constants) values[static_cast<size_t>(id)] = t;
 
   std::vector<Arg> args;
+  AutocastReplay autocast;
   for (const NodeSpec& n : p.nodes) {
     args.assign(n.args.size(), Arg());
     for (size_t a = 0; a < n.args.size(); ++a) {
@@ -572,6 +649,7 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
           break;
       }
     }
+    autocast.set(n.autocast);
     std::vector<Tensor> outs = n.runner->run(args);
     KILN_CHECK(outs.size() == n.outputs.size(), Value, "[Program.run] op '", n.op, "' returned ",
                outs.size(), " outputs, the graph expects ", n.outputs.size());

@@ -19,8 +19,10 @@
 
 namespace kiln::runtime {
 
-// The schema version this kiln writes and reads.
-constexpr int64_t kExportVersion = 1;
+// The schema version this kiln writes, and the oldest it reads (version 1 had no autocast
+// regions, docs/export_format.md).
+constexpr int64_t kExportVersion = 2;
+constexpr int64_t kOldestExportVersion = 1;
 
 struct ProgramData;
 
@@ -35,8 +37,10 @@ class Program {
 
   // Runs the graph on `inputs` (in the exported order, on the program's device, with the
   // recorded dtypes and sizes within the recorded ranges) and returns its outputs. Grad mode
-  // is off for the call. Thread-safe: the program is immutable after loading, and each call
-  // keeps its values on its own stack, so any number of threads may run one program at once.
+  // is off for the call, and each node runs under the autocast state it was recorded with
+  // (off for nodes recorded outside autocast), whatever the caller's state is. Thread-safe:
+  // the program is immutable after loading, and each call keeps its values on its own stack,
+  // so any number of threads may run one program at once.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
 
   Device device() const;

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 BUILD="${FUZZ_DIR:-build-fuzz}"
 SECONDS_EACH="${FUZZ_SECONDS:-30}"
 JOBS="${JOBS:-2}"
-TARGETS="${FUZZ_TARGETS:-json safetensors store_protocol}"
+TARGETS="${FUZZ_TARGETS:-json safetensors exported store_protocol}"
 
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi

@@ -170,7 +170,7 @@ def get_deterministic_debug_mode():
 # PyTorch, and dir(kiln) still lists them. Submodules every training script uses
 # (nn, optim, cuda, amp, autograd, special) stay eager. For the same reason NumPy
 # is imported inside the functions that use it (printing, finfo, gradcheck, ...).
-_LAZY_SUBMODULES = ("distributed", "distributions", "doctor", "export", "multiprocessing",
+_LAZY_SUBMODULES = ("distributed", "distributions", "doctor", "export", "multiprocessing", "onnx",
                     "profiler", "serialization", "sparse", "utils")
 _LAZY_FUNCTIONS = {"load": "kiln.serialization", "save": "kiln.serialization",
                    "sparse_coo_tensor": "kiln.sparse", "spmm": "kiln.sparse",

@@ -34,3 +34,25 @@ def test_gpt_bf16_on_cuda():
             a = tuple(t.cuda() for t in a)
             got, want = first(run(*a)).float().cpu(), first(model(*a)).float().cpu()
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-2, atol=1e-2)
+
+
+def test_gpt_exported_under_cuda_autocast_runs_in_bf16_on_cuda(tmp_path):
+    # Note [Autocast export]: the regions are per device type, so the export runs on CUDA.
+    model, args, dims, others = MODELS["gpt"](np.random.default_rng(0))
+    model = model.cuda()
+    args = tuple(t.cuda() for t in args)
+    with kiln.autocast("cuda", dtype=kiln.bfloat16):
+        ep = kiln.export.export(model, args, dynamic_shapes=dims)
+    assert [{"device_type": "cuda", "dtype": "bfloat16"}] in [n.get("autocast")
+                                                              for n in ep.graph.nodes]
+    kiln.export.save(ep, tmp_path / "gpt.kiln")
+    run = kiln.export.load(tmp_path / "gpt.kiln").module("cuda")
+    with kiln.no_grad():
+        for a in [args] + others:
+            a = tuple(t.cuda() for t in a)
+            with kiln.autocast("cuda", dtype=kiln.bfloat16):
+                want = first(model(*a))
+            got = first(run(*a))
+            assert got.dtype == want.dtype == kiln.bfloat16
+            np.testing.assert_allclose(got.float().cpu().numpy(), want.float().cpu().numpy(),
+                                       rtol=1e-3, atol=1e-3)

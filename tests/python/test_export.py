@@ -241,6 +241,78 @@ def test_one_dim_shared_by_two_inputs_must_agree():
         ep.module()(kiln.randn(2, 4), kiln.randn(5, 4))
 
 
+# --- autocast (Note [Autocast export]) -------------------------------------------------------
+
+CPU_BF16 = [{"device_type": "cpu", "dtype": "bfloat16"}]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_export_under_autocast_runs_in_the_recorded_precision(name, tmp_path):
+    model, args, dims, others = MODELS[name](np.random.default_rng(0))
+    with kiln.autocast("cpu"):
+        ep = kiln.export.export(model, args, dynamic_shapes=dims)
+    assert json.loads(ep.graph_json)["version"] == 2
+    assert CPU_BF16 in [n.get("autocast") for n in ep.graph.nodes]
+    assert "# autocast cpu bfloat16" in str(ep.graph)
+    path = tmp_path / "model.kiln"
+    kiln.export.save(ep, path)
+    loaded = kiln.export.load(path)
+    with kiln.no_grad():
+        for a in [args] + others:
+            with kiln.autocast("cpu"):
+                want = first(model(*a))
+            full = first(model(*a))
+            for run in (ep.module(), loaded.module()):
+                got = first(run(*a))  # outside any region: the program brings its own
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+        # the recorded precision is really lower than float32
+        assert np.abs(got.float().numpy() - full.float().numpy()).max() > 1e-4
+
+
+def test_only_the_ops_inside_the_region_are_recorded_with_it():
+    def fn(self, x):
+        y = self.lin(x)
+        with kiln.autocast("cpu", enabled=False):
+            z = self.lin(x)
+        with kiln.autocast("cpu", dtype=kiln.float16):
+            w = self.lin(x)
+        return y, z, w
+
+    model = Lambda(fn).eval()
+    x = kiln.randn(3, 4)
+    with kiln.autocast("cpu"):
+        ep = kiln.export.export(model, (x,))
+        with kiln.no_grad():
+            want = model(x)
+    regions = [n.get("autocast") for n in ep.graph.nodes if n["op"] == "linear"]
+    assert regions == [CPU_BF16, None, [{"device_type": "cpu", "dtype": "float16"}]]
+    got = ep.module()(x)
+    assert [t.dtype for t in got] == [kiln.bfloat16, kiln.float32, kiln.float16]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.float().numpy(), w.float().numpy())
+
+
+def test_a_program_without_autocast_ignores_the_callers_region():
+    model, args, dims, _ = MODELS["mlp"](np.random.default_rng(0))
+    run = kiln.export.export(model, args, dynamic_shapes=dims).module()
+    with kiln.no_grad():
+        want = model(*args)
+        with kiln.autocast("cpu"):
+            got = run(*args)
+            assert kiln.is_autocast_enabled("cpu")
+    assert got.dtype == kiln.float32
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_version_1_files_still_load(mlp_program):
+    graph, state = mlp_program
+    x = kiln.randn(7, 64)
+    prog = load_graph(mutated(graph, lambda g: g.update(version=1)), state)
+    np.testing.assert_array_equal(prog.run([x])[0].numpy(),
+                                  load_graph(graph, state).run([x])[0].numpy())
+
+
 # --- the loader ------------------------------------------------------------------------------
 
 
@@ -262,12 +334,23 @@ def mutated(graph, fn):
 
 
 @pytest.mark.parametrize("mutate, error, message", [
-    (lambda g: g.update(version=2), ValueError, "schema version 2 is not supported"),
+    (lambda g: g.update(version=3), ValueError,
+     "schema version 3 is not supported: this kiln reads versions 1 to 2"),
     (lambda g: g.update(format="x"), ValueError, "not an exported program"),
     (lambda g: g.pop("nodes"), ValueError, "missing 'nodes'"),
     (lambda g: g.update(nodes={}), ValueError, "'nodes' must be an array"),
     (lambda g: g["nodes"][0].update(op="frobnicate"), NotImplementedError,
-     r"unknown op 'frobnicate' \(schema version 1"),
+     r"unknown op 'frobnicate' \(schema version 2"),
+    (lambda g: g["nodes"][0].update(autocast={}), ValueError, "'autocast' must be an array"),
+    (lambda g: g["nodes"][0].update(autocast=[{"device_type": "tpu", "dtype": "float16"}]),
+     ValueError, "autocast device_type must be 'cpu' or 'cuda', got 'tpu'"),
+    (lambda g: g["nodes"][0].update(autocast=[{"device_type": "cpu", "dtype": "int64"}]),
+     ValueError, "autocast dtype must be float16 or bfloat16"),
+    (lambda g: g["nodes"][0].update(autocast=[{"device_type": "cpu", "dtype": "float16"}] * 2),
+     ValueError, "autocast names device_type 'cpu' twice"),
+    (lambda g: (g.update(version=1),
+                g["nodes"][0].update(autocast=[{"device_type": "cpu", "dtype": "float16"}])),
+     ValueError, "'autocast' needs schema version 2"),
     (lambda g: g["nodes"][0]["args"][0].update(tensor=99), ValueError,
      r"value id 99 is out of range \[0, 8\)"),
     (lambda g: g["nodes"][0]["args"][0].update(tensor=7), ValueError,

@@ -60,6 +60,23 @@ def test_cpp_runtime_matches_eager_python(name, tmp_path):
         assert "latency:" in stdout
 
 
+@pytest.mark.parametrize("name", ["mlp", "encoder", "gpt"])
+def test_cpp_runtime_runs_autocast_regions_in_bf16(name, tmp_path):
+    model, args, dims, others = MODELS[name](np.random.default_rng(0))
+    with kiln.autocast("cpu"):
+        ep = kiln.export.export(model, args, dynamic_shapes=dims)
+    path = tmp_path / f"{name}.kiln"
+    kiln.export.save(ep, path)
+    names = [e["name"] for e in ep.graph.data["inputs"]]
+    for a in [args] + others:
+        outs, _ = run_cpp(path, dict(zip(names, a)), tmp_path, "--threads", "4")
+        with kiln.no_grad(), kiln.autocast("cpu"):
+            expected = first(model(*a))
+        assert outs["output0"].dtype == expected.dtype
+        np.testing.assert_array_equal(outs["output0"].float().numpy(),
+                                      expected.float().numpy())
+
+
 @pytest.mark.parametrize("name", ["mlp", "gpt"])
 def test_eight_threads_share_one_program(name, tmp_path):
     _, ep, path, cases = export_case(name, tmp_path)

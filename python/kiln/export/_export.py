@@ -64,6 +64,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True):
     other arguments are fixed at their export-time values, as is all Python control flow.
     Parameters and buffers become named constants. `dynamic_shapes` marks dims as dynamic:
     {"x": {0: Dim("batch")}} or a sequence in input order. The module must be in eval mode.
+    Inside a kiln.autocast region, each op records the region, and the program runs it in the
+    same precision wherever it runs (Note [Autocast export] in ops/export_trace.cpp).
     `strict` is accepted for PyTorch compatibility: kiln always records at the op level and
     refuses what it cannot capture.
     """

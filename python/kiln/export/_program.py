@@ -60,7 +60,9 @@ class Graph:
             outs = ", ".join(f"%{o}: {_meta_text(m)}" for o, m in zip(node["outputs"],
                                                                       node["meta"]))
             args = ", ".join(_arg_text(a, names) for a in node["args"])
-            lines.append(f"    {outs} = {node['op']}({args})")
+            regions = "".join(f"  # autocast {r['device_type']} {r['dtype']}"
+                              for r in node.get("autocast", ()))
+            lines.append(f"    {outs} = {node['op']}({args}){regions}")
         lines.append("    return (" + ", ".join(names.get(o, f"%{o}") for o in g["outputs"])
                      + ")")
         return "\n".join(lines)

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/binary.h"
@@ -148,12 +149,64 @@ TEST(ExportProgram, ErrorsNameTheProblem) {
   std::string unknown = graph;
   unknown.replace(unknown.find("\"op\":\"relu\""), 11, "\"op\":\"nope\"");
   expect_error([&] { runtime::Program(unknown, mlp.weights); },
-               "unknown op 'nope' (schema version 1");
+               "unknown op 'nope' (schema version 2");
   auto fewer = mlp.weights;
   fewer.erase("b2");
   expect_error([&] { runtime::Program(graph, fewer); }, "the file has no tensor 'b2'");
   expect_error([&] { runtime::Program("{\"format\":", mlp.weights); },
                "the graph is not valid JSON");
+}
+
+// A graph that loads but whose size expression overflows at run time: INT64_MIN // -1 was a
+// SIGFPE in the expression evaluator before it became an error.
+TEST(ExportProgram, SizeExpressionOverflowIsAnErrorNotACrash) {
+  const std::string graph =
+      R"J({"format":"kiln.export","version":2,"dims":[{"name":"n","min":1,"max":8}],)J"
+      R"J("inputs":[{"name":"x","value":0,"meta":{"dtype":"float32","shape":["n"]}}],)J"
+      R"J("constants":[],"nodes":[{"op":"view","args":[{"tensor":0},)J"
+      R"J({"ints":["(0-9223372036854775799-9)//(0-1)"]}],"outputs":[1],"meta":[]}],)J"
+      R"J("outputs":[1],"num_values":2})J";
+  runtime::Program program(graph, {});
+  expect_error([&] { program.run({randn({3})}); }, "a size expression overflows int64");
+}
+
+// Runs fn with CPU autocast (bfloat16) on, and switches it off again even when fn throws.
+void with_cpu_autocast(const std::function<void()>& fn) {
+  struct Off {
+    ~Off() { set_autocast_enabled(DeviceType::CPU, false); }
+  } off;
+  set_autocast_dtype(DeviceType::CPU, DType::BFloat16);
+  set_autocast_enabled(DeviceType::CPU, true);
+  fn();
+}
+
+// Note [Autocast export]: nodes recorded in an autocast region run in it; the others never do.
+TEST(ExportProgram, AutocastRegionsRunAsRecorded) {
+  Mlp mlp = make_mlp();
+  Tensor x = randn({5, 8});
+  std::string graph;
+  Tensor eager;
+  with_cpu_autocast([&] {
+    graph = record_mlp(mlp);
+    eager = mlp.forward(x);
+  });
+  EXPECT_NE(graph.find("\"autocast\":[{\"device_type\":\"cpu\",\"dtype\":\"bfloat16\"}]"),
+            std::string::npos);
+  runtime::Program program(graph, mlp.weights);
+  Tensor out = program.run({x})[0];
+  // The linears ran in bfloat16 and softmax in float32, as in eager mode: the same bits.
+  EXPECT_EQ(out.dtype(), DType::Float32);
+  EXPECT_EQ(max_diff(out, eager), 0.0);
+  EXPECT_GT(max_diff(out, mlp.forward(x)), 1e-4);
+  EXPECT_FALSE(autocast_state(DeviceType::CPU).enabled);
+
+  runtime::Program plain(record_mlp(mlp), mlp.weights);
+  Tensor fp32 = plain.run({x})[0];
+  EXPECT_LT(max_diff(fp32, mlp.forward(x)), 1e-6);
+  with_cpu_autocast([&] {
+    EXPECT_EQ(max_diff(plain.run({x})[0], fp32), 0.0);
+    EXPECT_TRUE(autocast_state(DeviceType::CPU).enabled);  // the caller's state is back
+  });
 }
 
 TEST(ExportTracing, OpsOutsideTheSetAreRefusedWhileRecording) {
