@@ -34,9 +34,10 @@ namespace kiln::cpu {
 // its degree-7 Taylor polynomial (truncation 5e-9 relative, below float's 6e-8), 2^k built in
 // the exponent bits in two halves so k down to -150 (subnormal results) and up to 128 stay
 // representable. Measured against double exp on 2.3e7 floats spread over (-104, 89): within
-// 1.2 ulp (0.92 with the AVX2 clone's FMAs; libm's expf is within 0.5), so a result may differ
-// in its last bit between the two clones, never between thread counts. inf, -inf, NaN and the
-// overflow / underflow thresholds give libm's results. The
+// 1.2 ulp (libm's expf is within 0.5). The files using it compile without FMA contraction, so
+// the AVX2 clone, the default code and a strided scalar loop give the same bits (FMAs would
+// reach 0.92 ulp, but results would then depend on the CPU and on the operands' layout).
+// inf, -inf, NaN and the overflow / underflow thresholds give libm's results. The
 // clamps and selects only become vector blends without trapping math, so the files that use
 // it compile with -fno-trapping-math (CMakeLists.txt); kiln never reads the FP status flags.
 inline float exp_f32(float x) {

@@ -37,8 +37,9 @@ def same_bits_on_one_and_two_threads(fn):
 BIG = RNG.standard_normal((300, 700))  # 210k elements: above every grain
 
 
-@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin", "prod"])
-@pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)])
+@pytest.mark.parametrize("name,dim", [(name, dim) for name in ["sum", "mean", "amax", "amin", "prod"]
+                                      for dim in [None, 0, 1, (0, 1)]
+                                      if not (name == "prod" and dim == (0, 1))])  # one dim, as torch
 def test_reductions_above_the_grain_match_numpy(name, dim):
     a = BIG * 0.1 + 1.0 if name == "prod" else BIG  # keep prod finite
     x = kiln.tensor(a, dtype=kiln.float32)
@@ -114,7 +115,7 @@ def test_transposing_copies_match_numpy(shape, perm, to):
 
 
 def test_copy_into_a_transposed_destination():
-    a = RNG.standard_normal((600, 500))
+    a = RNG.standard_normal((600, 500)).astype(np.float32)
     dst = kiln.zeros(500, 600).t()
     dst.copy_(kiln.tensor(a))
     assert np.array_equal(dst.numpy(), a)
