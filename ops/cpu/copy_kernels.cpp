@@ -22,8 +22,8 @@ constexpr int64_t kTile = 32;
 
 template <typename To, typename From>
 bool blocked_transpose(const Tensor& dst, const Tensor& src) {
-  const CoalescedDims<2> dims = coalesce_dims<2>(
-      dst.sizes(), {&dst.strides(), &src.strides()}, {int64_t{1}, int64_t{1}});  // in elements
+  const CoalescedDims<2> dims = coalesce_dims<2>(dst.sizes(), {&dst.strides(), &src.strides()},
+                                                 {int64_t{1}, int64_t{1}});  // in elements
   const size_t nd = dims.sizes.size();
   if (nd < 2 || nd > 3) return false;
   const int64_t rows = dims.sizes[nd - 2], cols = dims.sizes[nd - 1];

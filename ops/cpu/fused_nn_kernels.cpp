@@ -84,8 +84,8 @@ template <typename T>
 }
 
 template <typename T>
-[[gnu::always_inline]] inline void softmax_backward_row(T* gi, const T* g, const T* y,
-                                                        int64_t cols, bool log) {
+[[gnu::always_inline]] inline void softmax_backward_row(T* gi, const T* g, const T* y, int64_t cols,
+                                                        bool log) {
   using A = acc_t<T>;
   if (log) {
     const A s = lane_sum<A>(cols, [&](int64_t j) { return A(g[j]); });
@@ -98,9 +98,9 @@ template <typename T>
 
 // Writes the row's mean (unless `mean` is null: rms_norm) and rstd, and the normalized row.
 template <typename T>
-[[gnu::always_inline]] inline void layer_norm_row(T* y, acc_t<T>* mean, acc_t<T>* rstd,
-                                                  const T* x, const T* w, const T* b,
-                                                  int64_t cols, double eps) {
+[[gnu::always_inline]] inline void layer_norm_row(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x,
+                                                  const T* w, const T* b, int64_t cols,
+                                                  double eps) {
   using A = acc_t<T>;
   // Two passes (mean, then centered squares): no cancellation for rows far from zero.
   const A mu = mean ? lane_sum<A>(cols, [&](int64_t j) { return A(x[j]); }) / A(cols) : A(0);
@@ -126,8 +126,7 @@ template <typename T>
   using A = acc_t<T>;
   auto gy = [&](int64_t j) { return w ? A(g[j]) * A(w[j]) : A(g[j]); };
   const A sum_gy = centred ? lane_sum<A>(cols, gy) : A(0);
-  const A sum_gy_xhat =
-      lane_sum<A>(cols, [&](int64_t j) { return gy(j) * (A(x[j]) - mu) * rs; });
+  const A sum_gy_xhat = lane_sum<A>(cols, [&](int64_t j) { return gy(j) * (A(x[j]) - mu) * rs; });
   const A a = sum_gy / A(cols), c = sum_gy_xhat / A(cols);
   for (int64_t j = 0; j < cols; ++j) gi[j] = T(rs * (gy(j) - a - (A(x[j]) - mu) * rs * c));
 }
@@ -142,13 +141,12 @@ KILN_AVX2_CLONES void softmax_backward_row_f32(float* gi, const float* g, const 
   softmax_backward_row(gi, g, y, cols, log);
 }
 KILN_AVX2_CLONES void layer_norm_row_f32(float* y, float* mean, float* rstd, const float* x,
-                                         const float* w, const float* b, int64_t cols,
-                                         double eps) {
+                                         const float* w, const float* b, int64_t cols, double eps) {
   layer_norm_row(y, mean, rstd, x, w, b, cols, eps);
 }
 KILN_AVX2_CLONES void layer_norm_backward_row_f32(float* gi, const float* g, const float* x,
-                                                  const float* w, float mu, float rs,
-                                                  bool centred, int64_t cols) {
+                                                  const float* w, float mu, float rs, bool centred,
+                                                  int64_t cols) {
   layer_norm_backward_row(gi, g, x, w, mu, rs, centred, cols);
 }
 
@@ -225,8 +223,7 @@ void layer_norm_backward_rows(const Tensor& grad_in, const Tensor& grad_weight,
       const int64_t o = r * cols;
       const A mu = mean_p ? mean_p[r] : A(0);
       if constexpr (std::is_same_v<T, float>) {
-        layer_norm_backward_row_f32(gi + o, g_all + o, x_all + o, w, mu, rstd_p[r], mean_p,
-                                    cols);
+        layer_norm_backward_row_f32(gi + o, g_all + o, x_all + o, w, mu, rstd_p[r], mean_p, cols);
       } else {
         layer_norm_backward_row(gi + o, g_all + o, x_all + o, w, mu, rstd_p[r], mean_p, cols);
       }
@@ -383,10 +380,11 @@ void cross_entropy_forward_kernel(const Tensor& loss, const Tensor& lse, const T
 void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad_loss,
                                    const Tensor& logits, const Tensor& lse, const Tensor& target,
                                    const Tensor& weight, int64_t ignore_index) {
-  dispatch_logits_and_loss(logits, grad_loss.dtype(), "cross_entropy_backward", [&](auto t, auto l) {
-    cross_entropy_backward_rows<decltype(t), decltype(l)>(grad_logits, grad_loss, logits, lse,
-                                                          target, weight, ignore_index);
-  });
+  dispatch_logits_and_loss(logits, grad_loss.dtype(), "cross_entropy_backward",
+                           [&](auto t, auto l) {
+                             cross_entropy_backward_rows<decltype(t), decltype(l)>(
+                                 grad_logits, grad_loss, logits, lse, target, weight, ignore_index);
+                           });
 }
 
 }  // namespace kiln::cpu

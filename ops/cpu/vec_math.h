@@ -41,7 +41,7 @@ namespace kiln::cpu {
 // clamps and selects only become vector blends without trapping math, so the files that use
 // it compile with -fno-trapping-math (CMakeLists.txt); kiln never reads the FP status flags.
 inline float exp_f32(float x) {
-  constexpr float kHi = 88.72283935546875f;      // above: +inf (ln of FLT_MAX, rounded up)
+  constexpr float kHi = 88.72283935546875f;       // above: +inf (ln of FLT_MAX, rounded up)
   constexpr float kLo = -103.97208404541015625f;  // below: 0 (half the smallest subnormal)
   float xc = x < kLo ? kLo : x;
   xc = xc > kHi ? kHi : xc;
