@@ -16,8 +16,9 @@ namespace {
 // and the source contiguous along rows (`.contiguous()` of a transpose, NCHW <-> NHWC) reads
 // or writes with a stride of a whole row on every element in the plain loop: each element
 // touches its own cache line and page. Copying kTile x kTile tiles instead keeps both sides'
-// lines in L1 while a tile is moved (4096^2 float32: ~4x faster on one thread here). Tiles
-// are independent, so they split over the OpenMP threads like any elementwise loop.
+// lines in L1 while a tile is moved (4096^2 float32 on one thread here: 167 -> 87 ms of CPU
+// time; PyTorch 57 ms). Tiles are independent, so they split over the OpenMP threads like
+// any elementwise loop.
 constexpr int64_t kTile = 32;
 
 template <typename To, typename From>
