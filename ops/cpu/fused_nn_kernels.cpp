@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/dispatch.h"
 
 namespace kiln::cpu {
@@ -26,37 +27,140 @@ const T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+// Row sums over kLanes independent partial sums, added up in a fixed order at the end: the
+// compiler vectorizes them without reassociating floats, and a row's result depends only on
+// its length, not on the thread count.
+constexpr int kLanes = 8;
+
+template <typename A, typename F>
+[[gnu::always_inline]] inline A lane_sum(int64_t n, F term) {
+  A lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) lane[k] += term(j + k);
+  for (; j < n; ++j) lane[0] += term(j);
+  A s = 0;
+  for (A v : lane) s += v;
+  return s;
+}
+
+// The row maximum, skipping NaN (a NaN still turns the whole row NaN through exp(x - m)).
+template <typename A, typename T>
+[[gnu::always_inline]] inline A row_max(const T* x, int64_t n) {
+  A lane[kLanes];
+  for (A& v : lane) v = -std::numeric_limits<A>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) lane[k] = A(x[j + k]) > lane[k] ? A(x[j + k]) : lane[k];
+  for (; j < n; ++j) lane[0] = A(x[j]) > lane[0] ? A(x[j]) : lane[0];
+  A m = lane[0];
+  for (A v : lane) m = v > m ? v : m;
+  return m;
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void softmax_row(const T* x, T* y, int64_t cols, bool log) {
+  using A = acc_t<T>;
+  const A m = row_max<A>(x, cols);
+  if (!log && std::is_same_v<T, A>) {
+    // Keep exp in the output (full precision there) and scale it: one exp per element.
+    const A s = lane_sum<A>(cols, [&](int64_t j) {
+      const A e = exp_any(A(x[j]) - m);
+      y[j] = T(e);
+      return e;
+    });
+    const A inv = A(1) / s;
+    for (int64_t j = 0; j < cols; ++j) y[j] = T(A(y[j]) * inv);
+    return;
+  }
+  const A s = lane_sum<A>(cols, [&](int64_t j) { return exp_any(A(x[j]) - m); });
+  if (log) {
+    const A log_s = std::log(s);
+    for (int64_t j = 0; j < cols; ++j) y[j] = T(A(x[j]) - m - log_s);
+  } else {
+    const A inv = A(1) / s;
+    for (int64_t j = 0; j < cols; ++j) y[j] = T(exp_any(A(x[j]) - m) * inv);
+  }
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void softmax_backward_row(T* gi, const T* g, const T* y, int64_t cols,
+                                                        bool log) {
+  using A = acc_t<T>;
+  if (log) {
+    const A s = lane_sum<A>(cols, [&](int64_t j) { return A(g[j]); });
+    for (int64_t j = 0; j < cols; ++j) gi[j] = T(A(g[j]) - exp_any(A(y[j])) * s);
+  } else {
+    const A s = lane_sum<A>(cols, [&](int64_t j) { return A(g[j]) * A(y[j]); });
+    for (int64_t j = 0; j < cols; ++j) gi[j] = T(A(y[j]) * (A(g[j]) - s));
+  }
+}
+
+// Writes the row's mean (unless `mean` is null: rms_norm) and rstd, and the normalized row.
+template <typename T>
+[[gnu::always_inline]] inline void layer_norm_row(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x,
+                                                  const T* w, const T* b, int64_t cols,
+                                                  double eps) {
+  using A = acc_t<T>;
+  // Two passes (mean, then centered squares): no cancellation for rows far from zero.
+  const A mu = mean ? lane_sum<A>(cols, [&](int64_t j) { return A(x[j]); }) / A(cols) : A(0);
+  const A sq = lane_sum<A>(cols, [&](int64_t j) {
+    const A c = A(x[j]) - mu;
+    return c * c;
+  });
+  const A rs = A(1) / std::sqrt(sq / A(cols) + A(eps));
+  if (mean) *mean = mu;
+  *rstd = rs;
+  for (int64_t j = 0; j < cols; ++j) {
+    A v = (A(x[j]) - mu) * rs;
+    if (w) v *= A(w[j]);
+    if (b) v += A(b[j]);
+    y[j] = T(v);
+  }
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void layer_norm_backward_row(T* gi, const T* g, const T* x,
+                                                           const T* w, acc_t<T> mu, acc_t<T> rs,
+                                                           bool centred, int64_t cols) {
+  using A = acc_t<T>;
+  auto gy = [&](int64_t j) { return w ? A(g[j]) * A(w[j]) : A(g[j]); };
+  const A sum_gy = centred ? lane_sum<A>(cols, gy) : A(0);
+  const A sum_gy_xhat = lane_sum<A>(cols, [&](int64_t j) { return gy(j) * (A(x[j]) - mu) * rs; });
+  const A a = sum_gy / A(cols), c = sum_gy_xhat / A(cols);
+  for (int64_t j = 0; j < cols; ++j) gi[j] = T(rs * (gy(j) - a - (A(x[j]) - mu) * rs * c));
+}
+
+// The float rows, compiled for AVX2 too (Note [AVX2 clones of hot loops]); other dtypes call
+// the templates directly.
+KILN_AVX2_CLONES void softmax_row_f32(const float* x, float* y, int64_t cols, bool log) {
+  softmax_row(x, y, cols, log);
+}
+KILN_AVX2_CLONES void softmax_backward_row_f32(float* gi, const float* g, const float* y,
+                                               int64_t cols, bool log) {
+  softmax_backward_row(gi, g, y, cols, log);
+}
+KILN_AVX2_CLONES void layer_norm_row_f32(float* y, float* mean, float* rstd, const float* x,
+                                         const float* w, const float* b, int64_t cols, double eps) {
+  layer_norm_row(y, mean, rstd, x, w, b, cols, eps);
+}
+KILN_AVX2_CLONES void layer_norm_backward_row_f32(float* gi, const float* g, const float* x,
+                                                  const float* w, float mu, float rs, bool centred,
+                                                  int64_t cols) {
+  layer_norm_backward_row(gi, g, x, w, mu, rs, centred, cols);
+}
+
 template <typename T>
 void softmax_rows(const Tensor& out, const Tensor& in, bool log) {
-  using A = acc_t<T>;
   const int64_t rows = in.size(0), cols = in.size(1);
-  const T* x_all = in.data<T>();
-  T* y_all = out.data<T>();
+  const T* x = in.data<T>();
+  T* y = out.data<T>();
 #pragma omp parallel for if (parallel_rows(rows, cols))
   for (int64_t r = 0; r < rows; ++r) {
-    const T* x = x_all + r * cols;
-    T* y = y_all + r * cols;
-    A m = -std::numeric_limits<A>::infinity();
-    for (int64_t j = 0; j < cols; ++j) m = std::fmax(m, A(x[j]));
-    A s = 0;
-    if (!log && std::is_same_v<T, A>) {
-      // Keep exp in the output (full precision there) and scale it: one exp per element.
-      for (int64_t j = 0; j < cols; ++j) {
-        const A e = std::exp(A(x[j]) - m);
-        y[j] = T(e);
-        s += e;
-      }
-      const A inv = A(1) / s;
-      for (int64_t j = 0; j < cols; ++j) y[j] = T(A(y[j]) * inv);
-      continue;
-    }
-    for (int64_t j = 0; j < cols; ++j) s += std::exp(A(x[j]) - m);
-    if (log) {
-      const A log_s = std::log(s);
-      for (int64_t j = 0; j < cols; ++j) y[j] = T(A(x[j]) - m - log_s);
+    if constexpr (std::is_same_v<T, float>) {
+      softmax_row_f32(x + r * cols, y + r * cols, cols, log);
     } else {
-      const A inv = A(1) / s;
-      for (int64_t j = 0; j < cols; ++j) y[j] = T(std::exp(A(x[j]) - m) * inv);
+      softmax_row(x + r * cols, y + r * cols, cols, log);
     }
   }
 }
@@ -64,23 +168,17 @@ void softmax_rows(const Tensor& out, const Tensor& in, bool log) {
 template <typename T>
 void softmax_backward_rows(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out,
                            bool log) {
-  using A = acc_t<T>;
   const int64_t rows = out.size(0), cols = out.size(1);
-  const T* g_all = grad_out.data<T>();
-  const T* y_all = out.data<T>();
-  T* gi_all = grad_in.data<T>();
+  const T* g = grad_out.data<T>();
+  const T* y = out.data<T>();
+  T* gi = grad_in.data<T>();
 #pragma omp parallel for if (parallel_rows(rows, cols))
   for (int64_t r = 0; r < rows; ++r) {
-    const T* g = g_all + r * cols;
-    const T* y = y_all + r * cols;
-    T* gi = gi_all + r * cols;
-    A s = 0;
-    if (log) {
-      for (int64_t j = 0; j < cols; ++j) s += A(g[j]);
-      for (int64_t j = 0; j < cols; ++j) gi[j] = T(A(g[j]) - std::exp(A(y[j])) * s);
+    const int64_t o = r * cols;
+    if constexpr (std::is_same_v<T, float>) {
+      softmax_backward_row_f32(gi + o, g + o, y + o, cols, log);
     } else {
-      for (int64_t j = 0; j < cols; ++j) s += A(g[j]) * A(y[j]);
-      for (int64_t j = 0; j < cols; ++j) gi[j] = T(A(y[j]) * (A(g[j]) - s));
+      softmax_backward_row(gi + o, g + o, y + o, cols, log);
     }
   }
 }
@@ -90,34 +188,19 @@ void layer_norm_rows(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
                      const Tensor& weight, const Tensor& bias, double eps) {
   using A = acc_t<T>;
   const int64_t rows = in.size(0), cols = in.size(1);
-  const T* x_all = in.data<T>();
+  const T* x = in.data<T>();
   const T* w = data_or_null<T>(weight);
   const T* b = data_or_null<T>(bias);
-  T* y_all = out.data<T>();
+  T* y = out.data<T>();
   A* mean_p = mean.defined() ? mean.data<A>() : nullptr;  // null: rms_norm
   A* rstd_p = rstd.data<A>();
 #pragma omp parallel for if (parallel_rows(rows, cols))
   for (int64_t r = 0; r < rows; ++r) {
-    const T* x = x_all + r * cols;
-    T* y = y_all + r * cols;
-    // Two passes (mean, then centered squares): no cancellation for rows far from zero.
-    A s = 0;
-    if (mean_p)
-      for (int64_t j = 0; j < cols; ++j) s += A(x[j]);
-    const A mu = s / A(cols);
-    A sq = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      const A c = A(x[j]) - mu;
-      sq += c * c;
-    }
-    const A rs = A(1) / std::sqrt(sq / A(cols) + A(eps));
-    if (mean_p) mean_p[r] = mu;
-    rstd_p[r] = rs;
-    for (int64_t j = 0; j < cols; ++j) {
-      A v = (A(x[j]) - mu) * rs;
-      if (w) v *= A(w[j]);
-      if (b) v += A(b[j]);
-      y[j] = T(v);
+    A* mu = mean_p ? mean_p + r : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      layer_norm_row_f32(y + r * cols, mu, rstd_p + r, x + r * cols, w, b, cols, eps);
+    } else {
+      layer_norm_row(y + r * cols, mu, rstd_p + r, x + r * cols, w, b, cols, eps);
     }
   }
 }
@@ -134,23 +217,15 @@ void layer_norm_backward_rows(const Tensor& grad_in, const Tensor& grad_weight,
   const A* mean_p = mean.defined() ? mean.data<A>() : nullptr;  // null: rms_norm
   const A* rstd_p = rstd.data<A>();
   if (grad_in.defined()) {
-    T* gi_all = grad_in.data<T>();
+    T* gi = grad_in.data<T>();
 #pragma omp parallel for if (parallel_rows(rows, cols))
     for (int64_t r = 0; r < rows; ++r) {
-      const T* x = x_all + r * cols;
-      const T* g = g_all + r * cols;
-      T* gi = gi_all + r * cols;
-      const A mu = mean_p ? mean_p[r] : A(0), rs = rstd_p[r];
-      A sum_gy = 0, sum_gy_xhat = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        const A gy = w ? A(g[j]) * A(w[j]) : A(g[j]);
-        sum_gy += gy;
-        sum_gy_xhat += gy * (A(x[j]) - mu) * rs;
-      }
-      const A a = mean_p ? sum_gy / A(cols) : A(0), c = sum_gy_xhat / A(cols);
-      for (int64_t j = 0; j < cols; ++j) {
-        const A gy = w ? A(g[j]) * A(w[j]) : A(g[j]);
-        gi[j] = T(rs * (gy - a - (A(x[j]) - mu) * rs * c));
+      const int64_t o = r * cols;
+      const A mu = mean_p ? mean_p[r] : A(0);
+      if constexpr (std::is_same_v<T, float>) {
+        layer_norm_backward_row_f32(gi + o, g_all + o, x_all + o, w, mu, rstd_p[r], mean_p, cols);
+      } else {
+        layer_norm_backward_row(gi + o, g_all + o, x_all + o, w, mu, rstd_p[r], mean_p, cols);
       }
     }
   }
@@ -202,11 +277,8 @@ void cross_entropy_rows(const Tensor& loss, const Tensor& lse, const Tensor& log
 #pragma omp parallel for if (parallel_rows(rows, cols))
   for (int64_t r = 0; r < rows; ++r) {
     const T* x = x_all + r * cols;
-    A m = -std::numeric_limits<A>::infinity();
-    for (int64_t j = 0; j < cols; ++j) m = std::fmax(m, A(x[j]));
-    A s = 0;
-    for (int64_t j = 0; j < cols; ++j) s += std::exp(A(x[j]) - m);
-    const A l = m + std::log(s);
+    const A m = row_max<A>(x, cols);
+    const A l = m + std::log(lane_sum<A>(cols, [&](int64_t j) { return exp_any(A(x[j]) - m); }));
     lse_p[r] = l;
     if (t[r] == ignore_index) {
       loss_p[r] = L(0);
@@ -240,7 +312,7 @@ void cross_entropy_backward_rows(const Tensor& grad_logits, const Tensor& grad_l
     const A scale = A(gl[r]) * (w ? A(w[t[r]]) : A(1));
     const A l = lse_p[r];
     for (int64_t j = 0; j < cols; ++j) {
-      const A p = std::exp(A(x[j]) - l) - (j == t[r] ? A(1) : A(0));
+      const A p = exp_any(A(x[j]) - l) - (j == t[r] ? A(1) : A(0));
       gi[j] = T(scale * p);
     }
   }
@@ -308,10 +380,11 @@ void cross_entropy_forward_kernel(const Tensor& loss, const Tensor& lse, const T
 void cross_entropy_backward_kernel(const Tensor& grad_logits, const Tensor& grad_loss,
                                    const Tensor& logits, const Tensor& lse, const Tensor& target,
                                    const Tensor& weight, int64_t ignore_index) {
-  dispatch_logits_and_loss(logits, grad_loss.dtype(), "cross_entropy_backward", [&](auto t, auto l) {
-    cross_entropy_backward_rows<decltype(t), decltype(l)>(grad_logits, grad_loss, logits, lse,
-                                                          target, weight, ignore_index);
-  });
+  dispatch_logits_and_loss(logits, grad_loss.dtype(), "cross_entropy_backward",
+                           [&](auto t, auto l) {
+                             cross_entropy_backward_rows<decltype(t), decltype(l)>(
+                                 grad_logits, grad_loss, logits, lse, target, weight, ignore_index);
+                           });
 }
 
 }  // namespace kiln::cpu

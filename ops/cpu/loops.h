@@ -99,23 +99,34 @@ void strided_for_each(const Shape& shape, std::array<char*, N> ptrs,
   if (error) std::rethrow_exception(error);
 }
 
-// out[i] = f(in[i]); `in` already has out's shape (possibly via stride 0).
-template <typename Out, typename In, typename F>
-void unary_loop(const Tensor& out, const Tensor& in, F f) {
+// out[i] = f(in[i]); `in` already has out's shape (possibly via stride 0). Runs contiguous in
+// both go to run(out, in, n) whole, the others element by element through f: a kernel may pass
+// a run function compiled for AVX2 (Note [AVX2 clones of hot loops], ops/cpu/vec_math.h) that
+// computes exactly what f does.
+template <typename Out, typename In, typename Run, typename F>
+void unary_loop_runs(const Tensor& out, const Tensor& in, Run run, F f) {
   size_t sz[2] = {sizeof(Out), sizeof(In)};
   strided_for_each<2>(out.sizes(), {static_cast<char*>(out.data_ptr()), static_cast<char*>(in.data_ptr())},
                       {&out.strides(), &in.strides()}, sz,
                       [&](char** p, const int64_t* s, int64_t n) {
                         if (s[0] == sizeof(Out) && s[1] == sizeof(In)) {
-                          Out* o = reinterpret_cast<Out*>(p[0]);
-                          const In* a = reinterpret_cast<const In*>(p[1]);
-                          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+                          run(reinterpret_cast<Out*>(p[0]), reinterpret_cast<const In*>(p[1]), n);
                         } else {
                           for (int64_t i = 0; i < n; ++i)
                             *reinterpret_cast<Out*>(p[0] + i * s[0]) =
                                 f(*reinterpret_cast<const In*>(p[1] + i * s[1]));
                         }
                       });
+}
+
+template <typename Out, typename In, typename F>
+void unary_loop(const Tensor& out, const Tensor& in, F f) {
+  unary_loop_runs<Out, In>(
+      out, in,
+      [&](Out* o, const In* a, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+      },
+      f);
 }
 
 // out[i] = f(a[i], b[i]).

@@ -1,5 +1,7 @@
 // Row gather / scatter-add over contiguous 2-D tensors: the forward and
 // backward of embedding and the target pick of nll_loss.
+#include <omp.h>
+
 #include <cstring>
 
 #include "ops/cpu/kernels.h"
@@ -20,18 +22,26 @@ void row_gather_kernel(const Tensor& out, const Tensor& src, const Tensor& index
 }
 
 void row_scatter_add_kernel(const Tensor& out, const Tensor& src, const Tensor& index) {
-  // Serial over rows: repeated indices write the same output row.
+  // Repeated indices add into one output row, so threads split the output rows, not the
+  // indices: each thread scans every index and adds the rows it owns, in index order. Every
+  // output row sums its sources in the serial order, whatever the thread count.
   dispatch_floating(out.dtype(), "row_scatter_add", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    const int64_t n = index.numel(), width = src.size(1);
+    const int64_t n = index.numel(), width = src.size(1), rows = out.size(0);
     const int64_t* idx = index.data<int64_t>();
     const T* from = src.data<T>();
     T* to = out.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      T* dst = to + idx[i] * width;
-      const T* row = from + i * width;
-      for (int64_t j = 0; j < width; ++j) dst[j] = T(A(dst[j]) + A(row[j]));
+#pragma omp parallel if (n * width > (1 << 16) && rows > 1)
+    {
+      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t lo = rows * t / threads, hi = rows * (t + 1) / threads;
+      for (int64_t i = 0; i < n; ++i) {
+        if (idx[i] < lo || idx[i] >= hi) continue;
+        T* dst = to + idx[i] * width;
+        const T* row = from + i * width;
+        for (int64_t j = 0; j < width; ++j) dst[j] = T(A(dst[j]) + A(row[j]));
+      }
     }
   });
 }

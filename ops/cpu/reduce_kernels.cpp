@@ -159,6 +159,18 @@ void reduce_columns(T* dst, const T* src, int64_t outer, int64_t r, int64_t inne
   }
 }
 
+// The index of the first maximum (minimum) of x[0, n), n > 0, or of its first NaN: the vector
+// max/min of reduce_row, then a search for the first element equal to it.
+template <typename T, bool kMax>
+int64_t first_extreme(const T* x, int64_t n) {
+  using A = acc_t<T>;
+  const A best = reduce_row(x, n, ExtremeF<A, kMax>());
+  const bool nan = is_nan(best);
+  for (int64_t j = 0; j < n; ++j)
+    if (nan ? is_nan(A(x[j])) : A(x[j]) == best) return j;
+  return 0;  // not reached: best is one of the elements
+}
+
 template <typename T, typename F>
 void reduce_typed(const Tensor& out, const Tensor& in, F f) {
   const int64_t outer = in.size(0), r = in.size(1), inner = in.size(2);
@@ -204,17 +216,28 @@ void arg_reduce_kernel(ReduceOp op, const Tensor& values, const Tensor& indices,
   dispatch_all(in.dtype(), "arg_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    const int64_t outer = in.size(0), inner = in.size(1);
+    const int64_t outer = in.size(0), n = in.size(1);
     const T* src = in.data<T>();
+    // Like reduce_rows: a long row splits into fixed chunks whose winners are compared in
+    // order, so ties still keep the first index and the first NaN still wins.
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::unique_ptr<int64_t[]> best(new int64_t[outer * chunks]);
+#pragma omp parallel for if (outer * n > kParallelWork)
+    for (int64_t i = 0; i < outer * chunks; ++i) {
+      const T* row = src + i / chunks * n;
+      const int64_t begin = i % chunks * kChunk, end = std::min(n, begin + kChunk);
+      best[i] = begin + (op == ReduceOp::Max ? first_extreme<T, true>(row + begin, end - begin)
+                                             : first_extreme<T, false>(row + begin, end - begin));
+    }
     T* val = values.data<T>();
     int64_t* idx = indices.data<int64_t>();
     for (int64_t r = 0; r < outer; ++r) {
-      const T* row = src + r * inner;
-      int64_t best = 0;
-      for (int64_t i = 1; i < inner; ++i)
-        if (beats(op, A(row[i]), A(row[best]))) best = i;
-      val[r] = row[best];
-      idx[r] = best;
+      const T* row = src + r * n;
+      int64_t b = best[r * chunks];
+      for (int64_t c = 1; c < chunks; ++c)
+        if (beats(op, A(row[best[r * chunks + c]]), A(row[b]))) b = best[r * chunks + c];
+      val[r] = row[b];
+      idx[r] = b;
     }
   });
 }
