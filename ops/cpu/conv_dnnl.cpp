@@ -2,8 +2,9 @@
 // The CPU's ConvBackend (ops/conv_backend.h): forward, backward-data and backward-weights of
 // 1-, 2- and 3-d convolutions on oneDNN, for float32 and bfloat16 (float64 and float16 are
 // declined, and ops/conv.cpp composes them as Note [Convolution as GEMM] says).
-// - Layouts. Each operand is described to oneDNN with its own sizes and strides, so a
-//   contiguous, channels_last or strided tensor is read where it lies. The primitive itself
+// - Layouts. ops/conv.cpp hands every operand and result over dense in the geometry's layout
+//   (ConvBackend's contract: contiguous NCHW, or NHWC when channels_last); each is described
+//   to oneDNN with its own sizes and strides all the same. The primitive itself
 //   is asked for in the layout measured fastest (Note [CPU math libraries]): for NCHW problems
 //   whatever oneDNN picks (its direct kernels' blocked nChw16c; given plain NCHW it falls back
 //   to im2col + GEMM, 1.4-2x slower), for channels_last ones nhwc, which its direct kernels
@@ -21,13 +22,12 @@
 //   allocator, not oneDNN's own; nothing of oneDNN starts before the first convolution.
 // - Threads. Debian's libdnnl runs on OpenMP, the runtime kiln's loops use, so
 //   kiln.set_num_threads governs it too.
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -116,16 +116,6 @@ Md describe(const Tensor& t, const Shape& sizes, const Shape& strides) {
   return Md(to_dims(sizes), storage_type(t.dtype()), to_dims(s));
 }
 
-// A new tensor of `sizes` dense in NCHW or NHWC order.
-Tensor empty_in_layout(const Shape& sizes, DType dtype, bool channels_last) {
-  if (!channels_last) return make_tensor(sizes, dtype, Device(DeviceType::CPU));
-  Shape stored = {sizes[0]};
-  stored.insert(stored.end(), sizes.begin() + 2, sizes.end());
-  stored.push_back(sizes[1]);
-  Tensor base = make_tensor(stored, dtype, Device(DeviceType::CPU));
-  return make_view(base, sizes, dense_strides(sizes, true), 0);
-}
-
 // One convolution problem in oneDNN's terms.
 struct Problem {
   Pass pass;
@@ -144,8 +134,8 @@ std::string cache_key(const Problem& p) {
   put(static_cast<int64_t>(p.dtype));
   put(get_num_threads());
   put(p.g.groups);
-  for (const Shape& v : {p.x, p.w, p.y, Shape(p.g.stride), Shape(p.g.padding),
-                         Shape(p.g.dilation)}) {
+  for (const Shape& v :
+       {p.x, p.w, p.y, Shape(p.g.stride), Shape(p.g.padding), Shape(p.g.dilation)}) {
     put(static_cast<int64_t>(v.size()));
     for (int64_t e : v) put(e);
   }
@@ -182,8 +172,8 @@ Primitive create(const Problem& p) {
     const dnnl::convolution_forward::primitive_desc fpd(fd, attr, engine());
     switch (p.pass) {
       case Pass::Forward:
-        return {dnnl::convolution_forward(fpd), fpd.src_desc(), fpd.weights_desc(),
-                fpd.dst_desc(), fpd.scratchpad_desc()};
+        return {dnnl::convolution_forward(fpd), fpd.src_desc(), fpd.weights_desc(), fpd.dst_desc(),
+                fpd.scratchpad_desc()};
       case Pass::BackwardData: {
         const dnnl::convolution_backward_data::desc bd(alg, src, wei, dst, strides, dil, pad, pad);
         const dnnl::convolution_backward_data::primitive_desc bpd(bd, attr, engine(), fpd);
@@ -285,8 +275,8 @@ bool run(const Problem& p, const Tensor& x, const Tensor& w, const Tensor& y) {
     // The operands this pass reads are reordered in; the one it writes is reordered out.
     const bool writes_x = p.pass == Pass::BackwardData, writes_w = p.pass == Pass::BackwardWeights,
                writes_y = p.pass == Pass::Forward;
-    for (auto [o, writes] : {std::pair<Operand*, bool>{&ox, writes_x}, {&ow, writes_w},
-                             {&oy, writes_y}}) {
+    for (auto [o, writes] :
+         {std::pair<Operand*, bool>{&ox, writes_x}, {&ow, writes_w}, {&oy, writes_y}}) {
       if (!writes && o->reordered()) dnnl::reorder(o->user, o->prim).execute(s, o->user, o->prim);
     }
     Tensor pad = scratch(prim->scratchpad.get_size());
@@ -294,7 +284,8 @@ bool run(const Problem& p, const Tensor& x, const Tensor& w, const Tensor& y) {
     std::unordered_map<int, memory> args = {{DNNL_ARG_SCRATCHPAD, scratchpad}};
     switch (p.pass) {
       case Pass::Forward:
-        args.insert({{DNNL_ARG_SRC, ox.prim}, {DNNL_ARG_WEIGHTS, ow.prim}, {DNNL_ARG_DST, oy.prim}});
+        args.insert(
+            {{DNNL_ARG_SRC, ox.prim}, {DNNL_ARG_WEIGHTS, ow.prim}, {DNNL_ARG_DST, oy.prim}});
         break;
       case Pass::BackwardData:
         args.insert({{DNNL_ARG_DIFF_SRC, ox.prim},
@@ -308,8 +299,8 @@ bool run(const Problem& p, const Tensor& x, const Tensor& w, const Tensor& y) {
         break;
     }
     prim->prim.execute(s, args);
-    for (auto [o, writes] : {std::pair<Operand*, bool>{&ox, writes_x}, {&ow, writes_w},
-                             {&oy, writes_y}}) {
+    for (auto [o, writes] :
+         {std::pair<Operand*, bool>{&ox, writes_x}, {&ow, writes_w}, {&oy, writes_y}}) {
       if (writes && o->reordered()) dnnl::reorder(o->prim, o->user).execute(s, o->prim, o->user);
     }
     s.wait();
@@ -319,46 +310,33 @@ bool run(const Problem& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   return true;
 }
 
-Shape output_sizes(const Shape& x, const Shape& w, const ConvGeometry& g) {
-  Shape y = {x[0], w[0]};
-  for (size_t i = 0; i < g.stride.size(); ++i)
-    y.push_back((x[2 + i] + 2 * g.padding[i] - g.dilation[i] * (w[2 + i] - 1) - 1) / g.stride[i] +
-                1);
-  return y;
-}
-
 bool supported(DType d) { return compute_type(d) != memory::data_type::undef; }
 
 // --- entries -------------------------------------------------------------------
 
-Tensor forward(const Tensor& x, const Tensor& w, const ConvGeometry& g, const char* op) {
-  if (!supported(x.dtype())) return Tensor();
-  const Problem p{Pass::Forward, x.dtype(), g, x.sizes(), w.sizes(),
-                  output_sizes(x.sizes(), w.sizes(), g), op};
-  Tensor y = empty_in_layout(p.y, x.dtype(), g.channels_last);
-  return run(p, x, w, y) ? y : Tensor();
+// ops/conv.cpp allocates each result and lays the operands out (ConvBackend's contract);
+// run() reads every operand's strides as they are, so any layout it is given works.
+bool forward(const Tensor& y, const Tensor& x, const Tensor& w, const ConvGeometry& g,
+             const char* op) {
+  if (!supported(x.dtype())) return false;
+  const Problem p{Pass::Forward, x.dtype(), g, x.sizes(), w.sizes(), y.sizes(), op};
+  return run(p, x, w, y);
 }
 
-Tensor backward_data(const Tensor& grad_output, const Tensor& w, const Shape& input_sizes,
+bool backward_data(const Tensor& grad_input, const Tensor& grad_output, const Tensor& w,
+                   const ConvGeometry& g, const char* op) {
+  if (!supported(w.dtype())) return false;
+  const Problem p{Pass::BackwardData, w.dtype(),           g, grad_input.sizes(),
+                  w.sizes(),          grad_output.sizes(), op};
+  return run(p, grad_input, w, grad_output);
+}
+
+bool backward_filter(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& x,
                      const ConvGeometry& g, const char* op) {
-  if (!supported(w.dtype())) return Tensor();
-  const Problem p{Pass::BackwardData, w.dtype(), g, input_sizes, w.sizes(),
-                  output_sizes(input_sizes, w.sizes(), g), op};
-  KILN_CHECK(p.y == grad_output.sizes(), Runtime, "[", op, "] grad_output of size ",
-             grad_output.sizes(), " does not match the convolution's output size ", p.y);
-  Tensor gx = empty_in_layout(input_sizes, w.dtype(), g.channels_last);
-  return run(p, gx, w, grad_output) ? gx : Tensor();
-}
-
-Tensor backward_filter(const Tensor& grad_output, const Tensor& x, const Shape& weight_sizes,
-                       const ConvGeometry& g, const char* op) {
-  if (!supported(x.dtype())) return Tensor();
-  const Problem p{Pass::BackwardWeights, x.dtype(), g, x.sizes(), weight_sizes,
-                  output_sizes(x.sizes(), weight_sizes, g), op};
-  KILN_CHECK(p.y == grad_output.sizes(), Runtime, "[", op, "] grad_output of size ",
-             grad_output.sizes(), " does not match the convolution's output size ", p.y);
-  Tensor gw = empty_in_layout(weight_sizes, x.dtype(), g.channels_last);
-  return run(p, x, gw, grad_output) ? gw : Tensor();
+  if (!supported(x.dtype())) return false;
+  const Problem p{Pass::BackwardWeights, x.dtype(),           g, x.sizes(),
+                  grad_weight.sizes(),   grad_output.sizes(), op};
+  return run(p, x, grad_weight, grad_output);
 }
 
 int64_t version() {
