@@ -169,6 +169,12 @@ def check_fn(fn, x, opset_version=None, **kw):
     return proto
 
 
+def test_the_ir_version_is_the_opsets_not_the_packages():
+    # An older ONNX Runtime beside a newer onnx package must still load what kiln writes.
+    proto = kiln.onnx.export(kiln.nn.Linear(3, 2), (kiln.randn(1, 3),), opset_version=17)
+    assert proto.ir_version == 8
+
+
 @pytest.mark.parametrize("opset_version", [17, 18])
 def test_functional_and_elementwise_ops(opset_version):
     def fn(self, x):

@@ -172,32 +172,39 @@ def test_generated_elementwise_kernels_compile_for_every_dtype(dtype):
         assert image[:4] == b"\x7fELF" and not is_ptx  # a CUBIN for sm_90
 
 
-def _ptx(src, name):
-    newest = max(kiln._C._nvrtc_supported_archs())
-    image, is_ptx = _compile(src, name, arch=newest + 1000)
-    assert is_ptx
-    return image.decode()
+_VECTOR_ACCESSES = """
+import json, re
+import kiln
+from kiln.cuda import _kernel_params as kp
+from kiln.cuda._elementwise_kernel import generate_source
+
+def ptx(op, name):
+    ins, outs = kp.parse_params("T x, T y", True, "k"), kp.parse_params("T z", False, "k")
+    src = generate_source(name, ins, outs, op, "", {n: "float32" for n in "xyz"},
+                          {n: "array" for n in "xyz"}, 0, {"T": "float32"}, 4, True)
+    arch = max(kiln._C._nvrtc_supported_archs()) + 1000
+    ok, image, is_ptx, log, _ = kiln._C._nvrtc_compile(src, name + ".cu", [], arch, [])
+    assert ok and is_ptx, log
+    text = image.decode()
+    return [len(re.findall(r"ld\\.global(\\.nc)?\\.v4\\.f32", text)),
+            len(re.findall(r"st\\.global\\.v4\\.f32", text))]
+
+print(json.dumps([ptx("z = x + y", "ew_add"), ptx("z += x + y", "ew_acc")]))
+"""
 
 
 @requires_nvrtc
 def test_flat_add_moves_16_bytes_per_access_and_never_loads_its_output():
     """What Note [Elementwise kernel paths] promises, read from the PTX: two 16-byte loads
     and one 16-byte store per pack, and no load of an output that the operation overwrites
-    (while `z += x` keeps it)."""
-    import re
-    ins = kp.parse_params("T x, T y", True, "k")
-    outs = kp.parse_params("T z", False, "k")
-    dtypes = {n: "float32" for n in "xyz"}
-    kinds = {n: "array" for n in "xyz"}
-    add = _ptx(elementwise_source("ew_add", ins, outs, "z = x + y", "", dtypes, kinds, 0,
-                                  {"T": "float32"}, 4, True), "ew_add")
-    loads = len(re.findall(r"ld\.global(\.nc)?\.v4\.f32", add))
-    stores = len(re.findall(r"st\.global\.v4\.f32", add))
+    (while `z += x` keeps it). In a fresh process: run late in the whole suite, in-process,
+    the count came out 0 (not reproduced with this file alone; undiagnosed)."""
+    out = subprocess.run([sys.executable, "-c", _VECTOR_ACCESSES], capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    (loads, stores), (acc_loads, acc_stores) = json.loads(out.stdout.strip().splitlines()[-1])
     assert stores >= 1 and loads == 2 * stores  # NVVM may unroll the loop: count per store
-    acc = _ptx(elementwise_source("ew_acc", ins, outs, "z += x + y", "", dtypes, kinds, 0,
-                                  {"T": "float32"}, 4, True), "ew_acc")
-    assert len(re.findall(r"ld\.global(\.nc)?\.v4\.f32", acc)) == 3 * len(
-        re.findall(r"st\.global\.v4\.f32", acc))
+    assert acc_loads == 3 * acc_stores
 
 
 @requires_nvrtc

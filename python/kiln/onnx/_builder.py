@@ -5,6 +5,7 @@ touch the `onnx` package's API."""
 import ast
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from kiln.onnx._errors import OnnxExporterError
@@ -185,7 +186,19 @@ class GraphBuilder:
     def model(self, inputs, outputs, producer_version):
         graph = helper.make_graph(self.nodes, "kiln", inputs, outputs, self.initializers)
         return helper.make_model(graph, producer_name="kiln", producer_version=producer_version,
-                                 opset_imports=[helper.make_opsetid("", self.opset)])
+                                 opset_imports=[helper.make_opsetid("", self.opset)],
+                                 ir_version=ir_version(self.opset))
+
+
+# The IR version each default-domain opset was introduced with (the ONNX versioning table).
+# A model is stamped with its opset's, not the installed onnx package's newest: a newer onnx
+# beside an older ONNX Runtime would otherwise write files that runtime refuses ("Unsupported
+# model IR version"), though nothing in them needs the newer IR.
+_IR_VERSION_OF_OPSET = {17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 11}
+
+
+def ir_version(opset):
+    return _IR_VERSION_OF_OPSET.get(opset, onnx.IR_VERSION)
 
 
 def value_info(name, dtype, shape, where):
