@@ -129,3 +129,13 @@ def np_attention(q, k, v, mask=None, causal=False, scale=None, groups=1):
     e = np.exp(s - np.where(dead, 0, top))
     w = np.where(dead, 0, e / np.where(dead, 1, e.sum(-1, keepdims=True)))
     return w @ v
+
+
+def with_threads(n, fn):
+    """fn() with kiln running n CPU threads, the previous count restored after."""
+    saved = kiln.get_num_threads()
+    kiln.set_num_threads(n)
+    try:
+        return fn()
+    finally:
+        kiln.set_num_threads(saved)

@@ -13,22 +13,13 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
-from helpers import RNG, assert_close
+from helpers import RNG, assert_close, with_threads
 
 F32 = dict(dtype=kiln.float32, atol=1e-4, rtol=1e-4)
 
 
 def f32(a):
     return kiln.tensor(np.asarray(a, dtype=np.float32))
-
-
-def with_threads(n, fn):
-    saved = kiln.get_num_threads()
-    kiln.set_num_threads(n)
-    try:
-        return fn()
-    finally:
-        kiln.set_num_threads(saved)
 
 
 def data(*shape):

@@ -9,16 +9,7 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
-from helpers import RNG, assert_close
-
-
-def with_threads(n, fn):
-    saved = kiln.get_num_threads()
-    kiln.set_num_threads(n)
-    try:
-        return fn()
-    finally:
-        kiln.set_num_threads(saved)
+from helpers import RNG, assert_close, with_threads
 
 
 def same_bits_on_one_and_two_threads(fn):

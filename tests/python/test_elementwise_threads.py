@@ -6,18 +6,9 @@ import numpy as np
 import pytest
 
 import kiln
-from helpers import RNG, assert_close
+from helpers import RNG, assert_close, with_threads
 
 N = 1 << 17  # above kElementwiseGrain
-
-
-def with_threads(n, fn):
-    saved = kiln.get_num_threads()
-    kiln.set_num_threads(n)
-    try:
-        return fn()
-    finally:
-        kiln.set_num_threads(saved)
 
 
 def test_large_strided_and_broadcast_operands_match_numpy():
